@@ -1,0 +1,7 @@
+"""The pure decision core: observation values, diagnosis, knobs, planning, verdict, rollout
+phases and PromQL templates.
+
+Everything here is a function of its arguments. It must never do I/O, read a clock (time
+arrives as ``now``), or import kopf, kubernetes, httpx, aiohttp or a Prometheus client; it
+imports only the standard library, pydantic, ``latency_tuner.api`` and ``latency_tuner.vllm``.
+"""

@@ -1,0 +1,118 @@
+"""One measurement window of a vLLM Deployment, as a value.
+
+A metrics source (Prometheus or direct scrape) turns the server's metric families into an
+``Observation``, or into ``NoData`` when there is nothing to measure (no traffic, a selector
+that matches nothing). Failures to reach the source are exceptions of the adapters, never
+values here: "no data" is not an error and must not be treated as a bad measurement.
+
+Times are in seconds, rates per second, usage as a 0-1 fraction.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
+# needs the median and the tail (ITL p99/p50 shows prefill interference).
+BASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+
+
+class LoadFingerprint(BaseModel):
+    """What load a window saw; two windows are comparable only if these are close."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request_rate: float = Field(description="finished requests per second")
+    prompt_tokens_mean: float = Field(description="mean prompt length in tokens")
+    generation_tokens_mean: float = Field(description="mean output length in tokens")
+    concurrency_mean: float = Field(description="mean running + waiting requests")
+
+    def relative_differences(self, other: LoadFingerprint) -> dict[str, float]:
+        """Relative difference of each dimension, against the larger of the two values."""
+
+        def rel(a: float, b: float) -> float:
+            top = max(abs(a), abs(b))
+            return 0.0 if top == 0 else abs(a - b) / top
+
+        return {
+            "request_rate": rel(self.request_rate, other.request_rate),
+            "prompt_tokens_mean": rel(self.prompt_tokens_mean, other.prompt_tokens_mean),
+            "generation_tokens_mean": rel(
+                self.generation_tokens_mean, other.generation_tokens_mean
+            ),
+        }
+
+    def comparable_to(self, other: LoadFingerprint, tolerance: float) -> bool:
+        """Same offered load within ``tolerance`` (relative) on rate and request shape.
+
+        Concurrency is not compared: it is an effect of the configuration (a slower server holds
+        more requests in flight at the same arrival rate), not a property of the load.
+        """
+        return all(d <= tolerance for d in self.relative_differences(other).values())
+
+
+class Observation(BaseModel):
+    """The signals of one window (DESIGN section 4)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    window_seconds: float
+    requests: int = Field(description="requests finished in the window")
+    pods: int = Field(default=1, description="pods (series) that contributed")
+    # Quantiles: percentile (50, 90, 95, 99) -> seconds. Holds BASE_PERCENTILES and the
+    # objectives' percentiles when the source could compute them.
+    ttft: dict[int, float] = Field(default_factory=dict)
+    itl: dict[int, float] = Field(default_factory=dict)
+    e2e: dict[int, float] = Field(default_factory=dict)
+    ttft_mean: float | None = None
+    itl_mean: float | None = None
+    queue_time_mean: float | None = None
+    prefill_time_mean: float | None = None
+    decode_time_mean: float | None = None
+    request_rate: float = 0.0
+    prompt_tokens_mean: float | None = None
+    generation_tokens_mean: float | None = None
+    running_mean: float | None = None
+    running_max: float | None = None
+    waiting_mean: float | None = None
+    waiting_max: float | None = None
+    kv_cache_usage_mean: float | None = None
+    kv_cache_usage_max: float | None = None
+    prefix_cache_hit_rate: float | None = Field(
+        default=None, description="hits / queries in tokens; None when caching is off or idle"
+    )
+    preemptions: float | None = Field(default=None, description="preemptions in the window")
+    spec_acceptance_rate: float | None = Field(
+        default=None, description="accepted / draft tokens; None without speculative decoding"
+    )
+    cache_config: dict[str, str] = Field(
+        default_factory=dict, description="labels of vllm:cache_config_info"
+    )
+
+    @property
+    def preemption_rate(self) -> float | None:
+        if self.preemptions is None or self.window_seconds <= 0:
+            return None
+        return self.preemptions / self.window_seconds
+
+    @property
+    def load(self) -> LoadFingerprint:
+        return LoadFingerprint(
+            request_rate=self.request_rate,
+            prompt_tokens_mean=self.prompt_tokens_mean or 0.0,
+            generation_tokens_mean=self.generation_tokens_mean or 0.0,
+            concurrency_mean=(self.running_mean or 0.0) + (self.waiting_mean or 0.0),
+        )
+
+
+class NoData(BaseModel):
+    """Nothing to measure in the window: no traffic, or a selector that matches no series."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+    window_seconds: float
+    requests: int = 0
+
+
+ObservationResult = Observation | NoData

@@ -1,0 +1,152 @@
+"""A real Prometheus server for tests, the demo and e2e: Debian's binary, started by hand.
+
+Listens on 127.0.0.1 on a free port, keeps its TSDB in a temporary folder, and discovers its
+targets through a ``file_sd`` file that ``set_targets`` rewrites (Prometheus re-reads it by
+itself). Each target carries the labels a Kubernetes scrape would attach (``namespace``,
+``pod``, ``container``), so the operator's default selectors match.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+
+class PrometheusNotInstalled(RuntimeError):
+    """The ``prometheus`` binary is not on PATH."""
+
+
+@dataclass(frozen=True)
+class Target:
+    address: str  # host:port
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def binary() -> str | None:
+    return shutil.which("prometheus")
+
+
+class PrometheusRunner:
+    """Start with ``start()`` (or ``with``); ``url`` is its HTTP API; ``stop()`` ends it."""
+
+    def __init__(self, *, scrape_interval: str = "1s", port: int | None = None) -> None:
+        self.scrape_interval = scrape_interval
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._dir = Path(tempfile.mkdtemp(prefix="lt-prometheus-"))
+        self._targets_file = self._dir / "targets.json"
+        self._process: subprocess.Popen[bytes] | None = None
+        self.log_path = self._dir / "prometheus.log"
+
+    def start(self, timeout: float = 20.0) -> PrometheusRunner:
+        exe = binary()
+        if exe is None:
+            raise PrometheusNotInstalled(
+                "prometheus is not installed: `apt-get install prometheus` (scripts/setup.sh does)"
+            )
+        self._dir.mkdir(parents=True, exist_ok=True)
+        if not self._targets_file.exists():
+            self.set_targets([])
+        config = self._dir / "prometheus.yml"
+        config.write_text(
+            "global:\n"
+            f"  scrape_interval: {self.scrape_interval}\n"
+            f"  evaluation_interval: {self.scrape_interval}\n"
+            "scrape_configs:\n"
+            "  - job_name: vllm\n"
+            f"    scrape_timeout: {self.scrape_interval}\n"
+            "    file_sd_configs:\n"
+            f"      - files: ['{self._targets_file}']\n"
+            "        refresh_interval: 1s\n"
+        )
+        log = self.log_path.open("wb")
+        self._process = subprocess.Popen(
+            [
+                exe,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self._dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--web.enable-lifecycle",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"prometheus did not become ready in {timeout} s")
+
+    def set_targets(self, targets: Sequence[Target]) -> None:
+        groups = [{"targets": [t.address], "labels": dict(t.labels)} for t in targets]
+        tmp = self._targets_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(groups))
+        tmp.replace(self._targets_file)  # atomic: Prometheus never reads half a file
+
+    def wait_for_targets(self, count: int, timeout: float = 20.0) -> None:
+        """Block until ``count`` targets have been scraped successfully at least once."""
+        deadline = time.monotonic() + timeout
+        up = 0
+        while time.monotonic() < deadline:
+            try:
+                active = httpx.get(f"{self.url}/api/v1/targets", timeout=2).json()["data"]
+            except (httpx.HTTPError, KeyError, ValueError):
+                active = {}
+            up = sum(1 for t in active.get("activeTargets", []) if t.get("health") == "up")
+            if up >= count:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"prometheus scraped {up} of {count} targets within {timeout} s")
+
+    def stop(self, *, keep_data: bool = False) -> None:
+        """End the server; with ``keep_data`` a later ``start()`` resumes on the same TSDB."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
+        if not keep_data:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> PrometheusRunner:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
