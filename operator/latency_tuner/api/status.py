@@ -1,0 +1,284 @@
+"""The LatencyTarget status: everything the operator decided, visible on the resource.
+
+Written only by the operator, read back after a restart to resume a trial where it stood, so
+every field a resumption needs is here (phase and since when, the trial's config hash and
+the Deployment generation it rolled out). Models ignore unknown keys: a status written by
+another operator version must still load. Times are RFC 3339 strings in UTC.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, computed_field, field_validator
+
+from latency_tuner.api._base import StatusModel
+from latency_tuner.api.durations import format_duration, parse_timestamp
+
+TRIAL_HISTORY_LIMIT = 20
+"""Most trials kept in status.trials (oldest dropped first); status.trialCount counts them all."""
+
+
+def _rfc3339(text: str) -> str:
+    parse_timestamp(text)
+    return text
+
+
+Timestamp = Annotated[
+    str, AfterValidator(_rfc3339), Field(json_schema_extra={"format": "date-time"})
+]
+
+
+class Phase(StrEnum):
+    """Where the tuning loop stands."""
+
+    OBSERVING = "Observing"  # collecting a window of metrics to judge the targets
+    PLANNING = "Planning"  # targets missed: diagnosing and choosing the next change
+    ROLLING_OUT = "RollingOut"  # a trial's change is rolling out to the Deployment
+    SETTLING = "Settling"  # rollout ready; ignoring warm-up time (prefix cache, CUDA graphs)
+    MEASURING = "Measuring"  # collecting the trial's after-window
+    ROLLING_BACK = "RollingBack"  # the trial did not help (or failed): restoring its before
+    CONVERGED = "Converged"  # targets met; re-checked after the cooldown
+    PAUSED = "Paused"  # spec.paused, or mode Off / Recommend with nothing to apply
+    EXHAUSTED = "Exhausted"  # targets missed and nothing safe left to try (or maxTrials hit)
+    FAILED = "Failed"  # cannot work on this target (no Deployment, not vLLM, ...)
+
+
+class Verdict(StrEnum):
+    """What a trial's measurements said."""
+
+    KEEP = "Keep"  # improved enough: the change stays
+    REVERT = "Revert"  # no or too little improvement: rolled back
+    INCONCLUSIVE = "Inconclusive"  # load changed or too few requests to compare: rolled back
+    FAILED = "Failed"  # rollout failed or missed its progress deadline: rolled back
+
+
+class Condition(StatusModel):
+    """A Kubernetes condition (the metav1.Condition schema)."""
+
+    type: str = Field(
+        max_length=316,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
+    )
+    """Condition type in CamelCase: Ready, TargetsMet, Progressing, MetricsAvailable, Degraded."""
+    status: Literal["True", "False", "Unknown"]
+    """True, False or Unknown."""
+    reason: str = Field(
+        min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+    )
+    """Why the condition has its status, in CamelCase (for machines)."""
+    message: str = Field(default="", max_length=32768)
+    """Why the condition has its status, in words (for people)."""
+    last_transition_time: Timestamp
+    """When status last changed (RFC 3339)."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation the condition was set from."""
+
+
+class MetricSnapshot(StatusModel):
+    """Latencies (at the objectives' percentiles) and load over one measurement window."""
+
+    ttft_seconds: float | None = Field(default=None, ge=0)
+    """Time to first token at the ttft objective's percentile (p95 if none), in seconds."""
+    itl_seconds: float | None = Field(default=None, ge=0)
+    """Inter-token latency at the itl objective's percentile (p95 if none), in seconds."""
+    e2e_seconds: float | None = Field(default=None, ge=0)
+    """End-to-end latency at the e2e objective's percentile (p95 if none), in seconds."""
+    request_rate: float | None = Field(default=None, ge=0)
+    """Finished requests per second."""
+    prompt_tokens_mean: float | None = Field(default=None, ge=0)
+    """Mean prompt length in tokens."""
+    generation_tokens_mean: float | None = Field(default=None, ge=0)
+    """Mean generated length in tokens."""
+    concurrency: float | None = Field(default=None, ge=0)
+    """Mean number of running requests."""
+    window: str | None = None
+    """Length of the window, e.g. "5m"."""
+    requests: int | None = Field(default=None, ge=0)
+    """Requests finished in the window."""
+    observed_at: Timestamp | None = None
+    """End of the window (RFC 3339)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ttft(self) -> str | None:
+        """TTFT as a duration string, for printer columns."""
+        return None if self.ttft_seconds is None else format_duration(self.ttft_seconds)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def itl(self) -> str | None:
+        """ITL as a duration string, for printer columns."""
+        return None if self.itl_seconds is None else format_duration(self.itl_seconds)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def e2e(self) -> str | None:
+        """End-to-end latency as a duration string, for printer columns."""
+        return None if self.e2e_seconds is None else format_duration(self.e2e_seconds)
+
+
+class Evidence(StatusModel):
+    """One measured fact behind the diagnosis."""
+
+    signal: str
+    """What was measured, e.g. "queue_time_p95" or "kv_cache_usage"."""
+    value: float
+    """The measured value."""
+    unit: str | None = None
+    """Unit of the value, e.g. "s", "ratio", "tokens"."""
+    text: str
+    """The fact in words, e.g. "requests wait 1.2s in queue at p95"."""
+
+
+class Diagnosis(StatusModel):
+    """Which stage is slow, why, and what could help."""
+
+    bottleneck: str
+    """The slow stage, e.g. Queueing, Prefill, Decode, or None when targets are met."""
+    findings: list[str] = Field(default_factory=list)
+    """Conclusions, most important first."""
+    evidence: list[Evidence] = Field(default_factory=list)
+    """The measurements the findings rest on."""
+    knobs: list[str] = Field(default_factory=list)
+    """Knobs that could help, in the order they will be tried."""
+    advice: list[str] = Field(default_factory=list)
+    """What the operator cannot do for you, e.g. add replicas, trim prompts, faster GPUs."""
+
+
+class Baseline(StatusModel):
+    """The container as it was before the first change, saved to restore it."""
+
+    container: str | None = None
+    """Name of the vLLM container."""
+    command: list[str] | None = None
+    """The container's command, as it was (null if unset)."""
+    args: list[str] | None = None
+    """The container's args, as they were (null if unset)."""
+    image: str
+    """The container's image."""
+    gpu_limit: str | None = None
+    """The container's GPU limit (a quantity), if any."""
+    config_hash: str
+    """Hash of the effective vLLM configuration."""
+    captured_at: Timestamp
+    """When the baseline was saved (RFC 3339)."""
+
+
+class JsonPatchOperation(StatusModel):
+    """One RFC 6902 JSON patch operation on the Deployment."""
+
+    op: Literal["add", "remove", "replace", "test", "move", "copy"]
+    """Operation."""
+    path: str
+    """JSON pointer to the target location."""
+    value: Any = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    """Value for add, replace and test."""
+    from_path: str | None = Field(default=None, alias="from")
+    """Source location for move and copy."""
+
+
+class Trial(StatusModel):
+    """One change tried: what, from which value to which, measured how, and the verdict."""
+
+    id: int = Field(ge=1)
+    """Sequence number of the trial (1 for the first)."""
+    knob: str
+    """Knob changed, e.g. maxNumBatchedTokens."""
+    from_value: str | None = Field(default=None, alias="from")
+    """Value before the change (null: the argument was absent, vLLM's default)."""
+    to_value: str | None = Field(default=None, alias="to")
+    """Value tried (null: the argument removed)."""
+    started_at: Timestamp
+    """When the change was applied (RFC 3339)."""
+    ready_at: Timestamp | None = None
+    """When the rollout became ready (RFC 3339)."""
+    finished_at: Timestamp | None = None
+    """When the verdict was reached (RFC 3339)."""
+    before: MetricSnapshot | None = None
+    """Metrics before the change."""
+    after: MetricSnapshot | None = None
+    """Metrics after the change."""
+    verdict: Verdict | None = None
+    """Keep, Revert, Inconclusive or Failed; null while running."""
+    reason: str | None = None
+    """The verdict explained."""
+    config_hash: str | None = None
+    """Hash of the vLLM configuration the trial rolled out (to recognise it after a restart)."""
+    previous_config_hash: str | None = None
+    """Hash of the configuration before the trial (what a rollback restores)."""
+    deployment_generation: int | None = Field(default=None, ge=0)
+    """The Deployment's metadata.generation after the trial's patch."""
+
+
+class IncompatibleValue(StatusModel):
+    """A knob value that failed (crash, OOM, unsupported); never tried again."""
+
+    knob: str
+    """The knob."""
+    value: str | None = None
+    """The value that failed."""
+    reason: str
+    """What happened."""
+
+
+class Recommendation(StatusModel):
+    """The next change (mode Recommend): apply the patch yourself, e.g. through GitOps."""
+
+    knob: str
+    """Knob to change."""
+    from_value: str | None = Field(default=None, alias="from")
+    """Current value (null: absent)."""
+    to_value: str | None = Field(default=None, alias="to")
+    """Recommended value (null: remove the argument)."""
+    patch: list[JsonPatchOperation] = Field(default_factory=list)
+    """RFC 6902 JSON patch for the Deployment."""
+    reason: str
+    """Why this change."""
+
+
+class LatencyTargetStatus(StatusModel):
+    """What the operator observed, concluded and did."""
+
+    phase: Phase = Phase.OBSERVING
+    """Where the tuning loop stands."""
+    phase_since: Timestamp | None = None
+    """When the current phase began (RFC 3339)."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation of the spec last acted on."""
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    """Ready, TargetsMet, Progressing, MetricsAvailable and Degraded."""
+    observed: MetricSnapshot | None = None
+    """Latest measurement window."""
+    diagnosis: Diagnosis | None = None
+    """Latest diagnosis."""
+    baseline: Baseline | None = None
+    """The original container, saved before the first change."""
+    current_trial: Trial | None = None
+    """The trial in progress, if any."""
+    trials: list[Trial] = Field(default_factory=list)
+    """Finished trials, oldest first; only the most recent ones are kept."""
+    trial_count: int = Field(default=0, ge=0)
+    """Trials started since the spec last changed, including those no longer listed."""
+    recommendation: Recommendation | None = None
+    """The next change, in mode Recommend."""
+    incompatible: list[IncompatibleValue] = Field(default_factory=list)
+    """Knob values that failed and are not tried again."""
+
+    @field_validator("trials", mode="after")
+    @classmethod
+    def _bounded(cls, trials: list[Trial]) -> list[Trial]:
+        # A history longer than the limit (older operator, hand edit) is trimmed, not refused:
+        # refusing would leave the operator unable to read its own status.
+        return trials[-TRIAL_HISTORY_LIMIT:]
+
+
+def with_trial(trials: list[Trial], trial: Trial) -> list[Trial]:
+    """``trials`` plus ``trial`` at the end, keeping only the newest TRIAL_HISTORY_LIMIT."""
+    return [*trials, trial][-TRIAL_HISTORY_LIMIT:]
