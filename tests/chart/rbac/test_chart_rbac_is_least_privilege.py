@@ -1,0 +1,131 @@
+"""The operator's RBAC: exactly the verbs it needs, no wildcards, never Secrets.
+
+Cluster-wide (the default) renders one ClusterRole; namespaced mode renders a Role per listed
+namespace and a ClusterRole holding only cluster-scoped reads. Peering rules appear only with
+more than one replica (kopf does not touch peering objects when standalone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Manifest = dict[str, Any]
+Render = Callable[[str], list[Manifest]]
+Rules = dict[tuple[str, str], frozenset[str]]
+
+READ = frozenset({"get", "list", "watch"})
+NAMESPACED_RULES: Rules = {
+    ("tuning.latencytuner.io", "latencytargets"): READ | {"patch", "update"},
+    ("tuning.latencytuner.io", "latencytargets/status"): frozenset({"get", "patch", "update"}),
+    ("tuning.latencytuner.io", "latencytargets/finalizers"): frozenset({"patch"}),
+    ("apps", "deployments"): READ | {"patch"},
+    ("apps", "replicasets"): READ,
+    ("", "pods"): READ,
+    ("", "events"): frozenset({"create", "patch"}),
+    ("events.k8s.io", "events"): frozenset({"create", "patch"}),
+}
+CRDS: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): frozenset({"list", "watch"})}
+NODES: Rules = {("", "nodes"): READ}
+NAMESPACES: Rules = {("", "namespaces"): frozenset({"list", "watch"})}
+CLUSTER_PEERINGS: Rules = {("kopf.dev", "clusterkopfpeerings"): READ | {"patch"}}
+PEERINGS: Rules = {("kopf.dev", "kopfpeerings"): READ | {"patch"}}
+
+
+def rules_of(role: Manifest) -> Rules:
+    """(apiGroup, resource) -> verbs, failing if one pair is granted by two rules."""
+    found: Rules = {}
+    for rule in role["rules"]:
+        assert not rule.get("resourceNames")
+        assert not rule.get("nonResourceURLs")
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert (group, resource) not in found, f"{group}/{resource} granted twice"
+                found[(group, resource)] = frozenset(rule["verbs"])
+    return found
+
+
+def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def test_cluster_wide_mode_grants_exactly_the_operators_needs(render: Render) -> None:
+    manifests = render("defaults")
+    (cluster_role,) = of_kind(manifests, "ClusterRole")
+    assert rules_of(cluster_role) == NAMESPACED_RULES | CRDS | NODES
+    assert not of_kind(manifests, "Role")
+    assert not of_kind(manifests, "RoleBinding")
+
+
+def test_peering_replicas_may_also_keep_alive_in_the_cluster_peering(render: Render) -> None:
+    (cluster_role,) = of_kind(render("peering"), "ClusterRole")
+    assert rules_of(cluster_role) == NAMESPACED_RULES | CRDS | NODES | CLUSTER_PEERINGS
+
+
+def test_namespaced_mode_renders_roles_only_in_the_listed_namespaces(render: Render) -> None:
+    manifests = render("namespaced")
+    roles = of_kind(manifests, "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        assert rules_of(role) == NAMESPACED_RULES
+    bindings = of_kind(manifests, "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+
+
+def test_namespaced_mode_keeps_only_cluster_scoped_reads_in_its_cluster_role(
+    render: Render,
+) -> None:
+    (cluster_role,) = of_kind(render("namespaced"), "ClusterRole")
+    assert rules_of(cluster_role) == CRDS | NODES | NAMESPACES
+
+
+def test_namespaced_peering_uses_namespaced_kopf_peerings(render: Render) -> None:
+    manifests = render("namespaced-peering")
+    for role in of_kind(manifests, "Role"):
+        assert rules_of(role) == NAMESPACED_RULES | PEERINGS
+    (cluster_role,) = of_kind(manifests, "ClusterRole")
+    assert ("kopf.dev", "clusterkopfpeerings") not in rules_of(cluster_role)
+
+
+def test_node_reads_can_be_turned_off(render: Render) -> None:
+    for role in of_kind(render("scrape-without-nodes"), "ClusterRole"):
+        assert ("", "nodes") not in rules_of(role)
+
+
+def test_no_option_set_grants_a_wildcard_or_secrets(render: Render, option_set: str) -> None:
+    for role in of_kind(render(option_set), "ClusterRole") + of_kind(render(option_set), "Role"):
+        for rule in role["rules"]:
+            for word in (*rule["apiGroups"], *rule["resources"], *rule["verbs"]):
+                assert "*" not in word, f"wildcard in {role['metadata']['name']}: {rule}"
+            assert "secrets" not in rule["resources"]
+            assert not {"delete", "deletecollection", "escalate", "bind", "impersonate"} & set(
+                rule["verbs"]
+            )
+
+
+def test_every_binding_names_a_rendered_role_and_the_operators_service_account(
+    render: Render, option_set: str
+) -> None:
+    manifests = render(option_set)
+    (account,) = of_kind(manifests, "ServiceAccount")
+    (deployment,) = of_kind(manifests, "Deployment")
+    assert (
+        deployment["spec"]["template"]["spec"]["serviceAccountName"] == account["metadata"]["name"]
+    )
+    roles = {
+        (r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"])
+        for r in of_kind(manifests, "ClusterRole") + of_kind(manifests, "Role")
+    }
+    bindings = of_kind(manifests, "ClusterRoleBinding") + of_kind(manifests, "RoleBinding")
+    assert bindings
+    for binding in bindings:
+        ref = binding["roleRef"]
+        namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        assert (ref["kind"], namespace, ref["name"]) in roles
+        assert binding["subjects"] == [
+            {
+                "kind": "ServiceAccount",
+                "name": account["metadata"]["name"],
+                "namespace": account["metadata"]["namespace"],
+            }
+        ]
