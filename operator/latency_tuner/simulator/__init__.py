@@ -1,0 +1,9 @@
+"""A vLLM stand-in: command-line validation, a first-principles step-cost model, a V1-style
+scheduler and an OpenAI-compatible HTTP server with vLLM's metrics.
+
+It exists for demos, tests, e2e runs and virtual-time benchmarks; a client should not be able to
+tell it from vLLM at the API and metrics level.
+
+It must never import anything of the operator (``latency_tuner.api``, ``core``, ``adapters``,
+``handlers``): it may only use what we know of vLLM (``latency_tuner.vllm``).
+"""
