@@ -1,0 +1,66 @@
+"""One API client for the process: in-cluster credentials, else a kubeconfig."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+
+
+class KubernetesError(Exception):
+    """The API server refused or failed a request."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(KubernetesError):
+    """The object does not exist (404)."""
+
+
+class Conflict(KubernetesError):
+    """The object changed since it was read (409, or a failed JSON-patch test: 422)."""
+
+
+def make_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ``ApiClient``: the in-cluster service account if present, else the kubeconfig."""
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig is None:
+        try:
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+            return kubernetes.client.ApiClient(configuration)
+        except kubernetes.config.ConfigException:
+            pass
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig, context=context, client_configuration=configuration
+    )
+    return kubernetes.client.ApiClient(configuration)
+
+
+def raw(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a client method and return the decoded JSON body; map errors to ours."""
+    try:
+        response = call(*args, _preload_content=False, **kwargs)
+    except ApiException as exc:
+        raise translate(exc) from exc
+    return json.loads(response.data or b"null")
+
+
+def translate(exc: ApiException) -> KubernetesError:
+    message = exc.reason or "error"
+    try:
+        body = json.loads(exc.body or "{}")
+        message = body.get("message") or message
+    except (TypeError, ValueError):
+        pass
+    status = exc.status
+    if status == 404:
+        return NotFound(message, status=status)
+    if status == 409 or (status == 422 and "test" in message.lower()):
+        return Conflict(message, status=status)
+    return KubernetesError(f"{status}: {message}", status=status)

@@ -1,0 +1,246 @@
+"""Read a Deployment's vLLM container and rollout, and change that container by JSON patch.
+
+Every write is a JSON patch that first ``test``s the Deployment's ``resourceVersion``: if anyone
+changed the Deployment since we read it, the patch fails with ``Conflict`` instead of
+overwriting their change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+
+from latency_tuner.adapters.kubernetes.client import KubernetesError, NotFound, raw
+from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
+
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+# Waiting reasons that mean a container will not start by itself.
+_STUCK = {
+    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
+    "CreateContainerError", "InvalidImageName", "RunContainerError",
+}  # fmt: skip
+
+
+class ContainerNotFound(KubernetesError):
+    """The Deployment has no container of the given name."""
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """A Deployment as read: raw object plus the facts we use."""
+
+    obj: dict[str, Any]
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"]["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.obj["metadata"].get("resourceVersion", ""))
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.obj["metadata"].get("annotations") or {})
+
+    @property
+    def owner_references(self) -> list[dict[str, Any]]:
+        return list(self.obj["metadata"].get("ownerReferences") or [])
+
+    @property
+    def containers(self) -> list[dict[str, Any]]:
+        return list(self.obj["spec"]["template"]["spec"].get("containers") or [])
+
+    @property
+    def match_labels(self) -> dict[str, str]:
+        return dict((self.obj["spec"].get("selector") or {}).get("matchLabels") or {})
+
+    def container_index(self, name: str | None) -> int:
+        """The named container, or the only/first one when no name is given."""
+        containers = self.containers
+        if name is None:
+            if not containers:
+                raise ContainerNotFound(f"Deployment {self.name} has no containers")
+            return 0
+        for i, c in enumerate(containers):
+            if c.get("name") == name:
+                return i
+        names = ", ".join(str(c.get("name")) for c in containers)
+        raise ContainerNotFound(f"Deployment {self.name} has no container {name!r} (has: {names})")
+
+    def container_config(
+        self, name: str | None, gpu_resource: str = DEFAULT_GPU_RESOURCE
+    ) -> ContainerConfig:
+        return container_config(self.containers[self.container_index(name)], gpu_resource)
+
+    def rollout(self, pods: tuple[PodFacts, ...] = ()) -> RolloutFacts:
+        status = self.obj.get("status") or {}
+        conditions = status.get("conditions") or []
+        deadline = any(
+            c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded"
+            for c in conditions
+        )
+        return RolloutFacts(
+            generation=int(self.obj["metadata"].get("generation", 0)),
+            observed_generation=int(status.get("observedGeneration", 0)),
+            replicas=int(self.obj["spec"].get("replicas", 1)),
+            updated_replicas=int(status.get("updatedReplicas", 0)),
+            ready_replicas=int(status.get("readyReplicas", 0)),
+            available_replicas=int(status.get("availableReplicas", 0)),
+            progress_deadline_exceeded=deadline,
+            pods=pods,
+        )
+
+
+def container_config(container: dict[str, Any], gpu_resource: str) -> ContainerConfig:
+    limits = (container.get("resources") or {}).get("limits") or {}
+    gpu = limits.get(gpu_resource)
+    command = container.get("command")
+    args = container.get("args")
+    return ContainerConfig(
+        command=tuple(command) if command is not None else None,
+        args=tuple(args) if args is not None else None,
+        image=str(container.get("image", "")),
+        gpu_limit=int(gpu) if gpu is not None else None,
+    )
+
+
+class Deployments:
+    """Deployment reads and guarded patches; blocking calls run in a thread."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._apps = kubernetes.client.AppsV1Api(api_client)
+        self._core = kubernetes.client.CoreV1Api(api_client)
+
+    async def get(self, *, namespace: str, name: str) -> DeploymentView | None:
+        try:
+            obj = await asyncio.to_thread(
+                raw, self._apps.read_namespaced_deployment, name, namespace
+            )
+        except NotFound:
+            return None
+        return DeploymentView(obj)
+
+    async def pods(
+        self, deployment: DeploymentView, *, container: str | None, gpu_resource: str
+    ) -> tuple[PodFacts, ...]:
+        selector = ",".join(f"{k}={v}" for k, v in sorted(deployment.match_labels.items()))
+        listing = await asyncio.to_thread(
+            raw, self._core.list_namespaced_pod, deployment.namespace, label_selector=selector
+        )
+        return tuple(
+            pod_facts(p, container, gpu_resource)
+            for p in listing.get("items", [])
+            if not p["metadata"].get("deletionTimestamp")
+        )
+
+    async def patch_container(
+        self,
+        deployment: DeploymentView,
+        *,
+        container: str | None,
+        config: ContainerConfig,
+        gpu_resource: str = DEFAULT_GPU_RESOURCE,
+        annotations: dict[str, str] | None = None,
+    ) -> DeploymentView:
+        """Set the container's command/args/image/GPU limit to ``config``, guarded by the
+        resourceVersion read. Raises ``Conflict`` if the Deployment changed meanwhile."""
+        ops = container_patch(deployment, container, config, gpu_resource, annotations or {})
+        obj = await asyncio.to_thread(
+            raw,
+            self._apps.patch_namespaced_deployment,
+            deployment.name,
+            deployment.namespace,
+            ops,
+        )
+        return DeploymentView(obj)
+
+
+def _escape(token: str) -> str:
+    """JSON-pointer escaping of one path segment (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def container_patch(
+    deployment: DeploymentView,
+    container: str | None,
+    config: ContainerConfig,
+    gpu_resource: str,
+    annotations: dict[str, str],
+) -> list[dict[str, Any]]:
+    """The JSON patch that moves the container to ``config`` (and nothing else)."""
+    index = deployment.container_index(container)
+    current = deployment.containers[index]
+    base = f"/spec/template/spec/containers/{index}"
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": deployment.resource_version}
+    ]
+    for key, value in (("command", config.command), ("args", config.args)):
+        if value is None:
+            if key in current:
+                ops.append({"op": "remove", "path": f"{base}/{key}"})
+        else:
+            ops.append({"op": "add", "path": f"{base}/{key}", "value": list(value)})
+    if config.image and config.image != current.get("image"):
+        ops.append({"op": "replace", "path": f"{base}/image", "value": config.image})
+    if config.gpu_limit is not None:
+        resources = current.get("resources") or {}
+        if "resources" not in current:
+            ops.append({"op": "add", "path": f"{base}/resources", "value": {}})
+        for part in ("limits", "requests"):
+            if part == "requests" and part not in resources:
+                continue  # GPU requests default to limits; only rewrite one that is there
+            if part not in resources:
+                ops.append({"op": "add", "path": f"{base}/resources/{part}", "value": {}})
+            path = f"{base}/resources/{part}/{_escape(gpu_resource)}"
+            ops.append({"op": "add", "path": path, "value": str(config.gpu_limit)})
+    if annotations:
+        if not deployment.obj["metadata"].get("annotations"):
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        for name, text in sorted(annotations.items()):
+            ops.append(
+                {"op": "add", "path": f"/metadata/annotations/{_escape(name)}", "value": text}
+            )
+    return ops
+
+
+def pod_facts(pod: dict[str, Any], container: str | None, gpu_resource: str) -> PodFacts:
+    spec_containers = pod.get("spec", {}).get("containers") or []
+    spec = next(
+        (c for c in spec_containers if container is None or c.get("name") == container),
+        None,
+    )
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    status: dict[str, Any] = next(
+        (s for s in statuses if spec is not None and s.get("name") == spec.get("name")),
+        {},
+    )
+    restarts = int(status.get("restartCount", 0))
+    problem = None
+    waiting = (status.get("state") or {}).get("waiting") or {}
+    last = (status.get("lastState") or {}).get("terminated") or {}
+    if waiting.get("reason") in _STUCK:
+        problem = str(waiting["reason"])
+        if last.get("reason"):
+            problem += f" (last exit: {last['reason']}, code {last.get('exitCode')})"
+    elif last.get("reason") == "OOMKilled":
+        problem = "OOMKilled"
+    elif (pod.get("status") or {}).get("phase") == "Failed":
+        problem = "pod Failed"
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return PodFacts(
+        name=str(pod["metadata"]["name"]),
+        node=pod.get("spec", {}).get("nodeName"),
+        ready=ready,
+        restarts=restarts,
+        problem=problem,
+        config_fingerprint=container_config(spec, gpu_resource).fingerprint() if spec else None,
+    )

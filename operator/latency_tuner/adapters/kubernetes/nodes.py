@@ -1,0 +1,50 @@
+"""GPU facts from node labels (NVIDIA GPU feature discovery and our own override labels)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+
+from latency_tuner.adapters.kubernetes.client import NotFound, raw
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+# No standard label tells NVLink from PCIe; admins (or the sandbox) can say so with this one.
+INTERCONNECT_LABEL = "latencytuner.io/gpu-interconnect"
+
+
+@dataclass(frozen=True)
+class NodeGpu:
+    node: str
+    product: str | None
+    count: int | None
+    interconnect: str | None
+
+
+class Nodes:
+    def __init__(self, api_client: Any) -> None:
+        self._core = kubernetes.client.CoreV1Api(api_client)
+
+    async def gpus(self, names: Iterable[str]) -> list[NodeGpu]:
+        """GPU labels of the named nodes (missing nodes are skipped)."""
+        out = []
+        for name in sorted(set(names)):
+            try:
+                node = await asyncio.to_thread(raw, self._core.read_node, name)
+            except NotFound:
+                continue
+            labels = node["metadata"].get("labels") or {}
+            count = labels.get(GPU_COUNT_LABEL)
+            out.append(
+                NodeGpu(
+                    node=name,
+                    product=labels.get(GPU_PRODUCT_LABEL),
+                    count=int(count) if count and count.isdigit() else None,
+                    interconnect=labels.get(INTERCONNECT_LABEL),
+                )
+            )
+        return out
