@@ -41,9 +41,7 @@ class LabelMatcher:
 
 def escape_label_value(value: str) -> str:
     """Escape a string for a double-quoted PromQL literal (backslash, quote, newline)."""
-    return (
-        value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
-    )
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
 
 
 def escape_regex(value: str) -> str:

@@ -1,0 +1,504 @@
+"""Which stage is slow and why, with the evidence: the troubleshooting guide's method.
+
+First rule out deployment problems (not a vLLM server; ``--cpu-offload-gb`` > 0;
+``--enforce-eager``; no metrics; too little traffic to trust the numbers). Then, for each
+objective over its target, find the bottleneck (DESIGN section 4):
+
+- TTFT: KV-cache pressure (preemptions), else queueing (queue time the larger part of TTFT,
+  requests waiting, running at max-num-seqs or KV full), else long prefill.
+- ITL: KV-cache pressure, else prefill interference (the median meets the target but the tail
+  does not, long prompts arriving under concurrency), else decode bandwidth.
+- E2E: whichever of TTFT and decode time is the larger part of it.
+
+The most violated objective names the bottleneck; the knobs worth trying come ranked from
+``core.candidates``; advice (``core.advice``) lists what only a person can do. Pure: values in,
+a value out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from latency_tuner.api.spec import Knobs, Objectives
+from latency_tuner.core import candidates
+from latency_tuner.core.advice import advice_for
+from latency_tuner.core.config_view import ConfigView, view
+from latency_tuner.core.evidence import Bottleneck, Cause, Comparison, Evidence, Finding
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.knobs import KnobName
+from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
+from latency_tuner.vllm.args import VllmCommandLine
+
+QUEUE_SHARE = 0.5  # queue time at least half of TTFT: waiting, not computing, dominates
+WAITING = 0.5  # mean waiting requests per pod above which requests visibly queue
+PREEMPTION_SHARE = 0.01  # preemptions per finished request: 1 in 100 already hurts the tail
+KV_SATURATED = 0.95  # mean KV usage this high with requests waiting: KV blocks bind admission
+ITL_TAIL_RATIO = 2.5  # ITL p99 / p50: decode steps stalled by something other than decoding
+LONG_PROMPT = 1024  # tokens: prompts whose prefill takes a decode-stalling step (or more)
+INTERFERENCE_PROMPT = 512  # tokens: long enough for a prefill chunk to stall decodes
+CONCURRENT = 1.5  # running requests per pod: there are decodes for a prefill to interrupt
+LOW_CONCURRENCY = 8  # running requests per pod: decode is bandwidth-bound, not batch-bound
+
+
+@dataclass(frozen=True)
+class NotVllm:
+    """The container does not run vLLM's server (``NotVllmError``'s message in ``reason``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The diagnosis of one window. ``bottleneck`` is that of the most violated objective."""
+
+    bottleneck: Bottleneck
+    findings: tuple[Finding, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    knobs: tuple[KnobName, ...] = ()  # worth trying, in the order the planner would
+    advice: tuple[str, ...] = ()  # what the operator cannot do
+    causes: tuple[Cause, ...] = ()  # per breached objective, the most violated first
+    score: Score | None = None
+    blocked: tuple[str, ...] = ()  # knobs that would help but may not or cannot be tried
+
+    @property
+    def conclusions(self) -> tuple[str, ...]:
+        """Findings and causes in words, most important first (for status.diagnosis)."""
+        lines = [FINDING_TEXT[f] for f in self.findings]
+        for cause in self.causes:
+            lines.append(f"{cause.label} is {cause.ratio - 1:.0%} over target: {cause.bottleneck}")
+        if not lines and self.score is not None and self.score.met:
+            lines.append("targets met")
+        return tuple(lines)
+
+
+FINDING_TEXT: dict[Finding, str] = {
+    Finding.NOT_VLLM: "the container is not a vLLM server: nothing to tune",
+    Finding.CPU_OFFLOAD: "weights are offloaded to CPU memory (--cpu-offload-gb)",
+    Finding.EAGER_MODE: "CUDA graphs are off (--enforce-eager)",
+    Finding.NO_METRICS: "no metrics in the window",
+    Finding.LOW_TRAFFIC: "too few requests in the window to judge",
+}
+
+
+class _Notes:
+    """Evidence and advice collected while diagnosing, in order, without repeats."""
+
+    def __init__(self) -> None:
+        self.evidence: list[Evidence] = []
+        self.advice: list[str] = []
+
+    def fact(self, evidence: Evidence) -> None:
+        if evidence not in self.evidence:
+            self.evidence.append(evidence)
+
+    def advise(self, text: str) -> None:
+        if text not in self.advice:
+            self.advice.append(text)
+
+
+def diagnose(
+    observation: ObservationResult,
+    objectives: Objectives,
+    config: VllmCommandLine | NotVllm,
+    hardware: HardwareInfo,
+    knobs: Knobs,
+    *,
+    min_requests: int = 0,
+) -> Diagnosis:
+    """The diagnosis of ``observation`` for a server running ``config`` on ``hardware``."""
+    notes = _Notes()
+    if isinstance(config, NotVllm):
+        notes.fact(Evidence("container", None, f"not a vLLM server: {config.reason}"))
+        notes.advise(f"serve the model with vLLM ({config.reason})")
+        return Diagnosis(
+            Bottleneck.NONE, (Finding.NOT_VLLM,), tuple(notes.evidence), advice=tuple(notes.advice)
+        )
+    echo = observation.cache_config if isinstance(observation, Observation) else None
+    cv = view(config, hardware, echo)
+    findings = _deployment_findings(cv, notes)
+    fixes = tuple(_FIX_KNOBS[f] for f in findings)
+    if isinstance(observation, NoData):
+        notes.fact(
+            Evidence(
+                "requests",
+                float(observation.requests),
+                f"no data in the window: {observation.reason}",
+            )
+        )
+        notes.advise(
+            "check that Prometheus scrapes the vLLM pods, that spec.metrics selects their "
+            f"series, and that requests arrive ({observation.reason})"
+        )
+        return Diagnosis(
+            Bottleneck.NONE,
+            (*findings, Finding.NO_METRICS),
+            tuple(notes.evidence),
+            fixes,
+            tuple(notes.advice),
+        )
+    if observation.requests < min_requests:
+        findings = (*findings, Finding.LOW_TRAFFIC)
+        notes.fact(
+            Evidence(
+                "requests",
+                float(observation.requests),
+                f"{observation.requests} requests in the window, fewer than "
+                f"minRequests {min_requests}: quantiles are noisy",
+                float(min_requests),
+                "<",
+                "requests",
+            )
+        )
+    s = score(observation, objectives)
+    for part in s.objectives:
+        notes.fact(_objective_evidence(part))
+    load = candidates.Load.of(observation)
+    causes = tuple(
+        Cause(
+            part.name,
+            _bottleneck(part, observation, cv, load, hardware, notes),
+            part.ratio or 0.0,
+            part.percentile,
+        )
+        for part in s.breached
+    )
+    if not causes:
+        for finding in findings:
+            if finding in _FIX_KNOBS:
+                notes.advise(f"targets are met; still, {_FIX_ADVICE[finding]}")
+        return Diagnosis(
+            Bottleneck.NONE, findings, tuple(notes.evidence), (), tuple(notes.advice), (), s
+        )
+    ranking = candidates.rank(
+        causes,
+        findings,
+        cl=config,
+        view=cv,
+        knobs=knobs,
+        hardware=hardware,
+        observation=observation,
+    )
+    for cause in causes:
+        for text in advice_for(cause.bottleneck, observation, cv, load, hardware):
+            notes.advise(text)
+    return Diagnosis(
+        bottleneck=causes[0].bottleneck,
+        findings=findings,
+        evidence=tuple(notes.evidence),
+        knobs=tuple(dict.fromkeys(c.knob for c in ranking.candidates)),
+        advice=tuple(notes.advice),
+        causes=causes,
+        score=s,
+        blocked=ranking.blocked,
+    )
+
+
+_FIX_KNOBS = {Finding.CPU_OFFLOAD: KnobName.CPU_OFFLOAD, Finding.EAGER_MODE: KnobName.ENFORCE_EAGER}
+_FIX_ADVICE = {
+    Finding.CPU_OFFLOAD: "removing --cpu-offload-gb would speed up every step",
+    Finding.EAGER_MODE: "removing --enforce-eager would speed up decoding",
+}
+
+
+def _deployment_findings(cv: ConfigView, notes: _Notes) -> tuple[Finding, ...]:
+    found: list[Finding] = []
+    if cv.cpu_offload_gb > 0:
+        found.append(Finding.CPU_OFFLOAD)
+        gb = cv.cpu_offload_gb
+        notes.fact(
+            Evidence(
+                "cpu_offload_gb",
+                gb,
+                f"--cpu-offload-gb {gb:g}: every step streams {gb:g} GB of weights over PCIe "
+                f"(>= {gb * 15.6:.0f} ms per step on PCIe Gen5, vs ~{gb * 0.4:.1f} ms from HBM)",
+                0.0,
+                ">",
+                "GB",
+            )
+        )
+        notes.advise(
+            "if the model does not fit without --cpu-offload-gb, serve a quantized variant or "
+            "spread it over more GPUs (tensor parallelism) instead of offloading"
+        )
+    if cv.enforce_eager:
+        found.append(Finding.EAGER_MODE)
+        notes.fact(
+            Evidence(
+                "enforce_eager",
+                1.0,
+                "--enforce-eager: CUDA graphs are off, every decode step pays "
+                "kernel-launch overhead",
+            )
+        )
+    return tuple(found)
+
+
+def _compared(value: float, threshold: float) -> Comparison:
+    return ">=" if value >= threshold else "<"
+
+
+def _objective_evidence(part: ObjectiveScore) -> Evidence:
+    signal = f"{part.name}_p{part.percentile}"
+    if part.observed is None:
+        return Evidence(
+            signal,
+            None,
+            f"{part.label} unknown: no samples at that percentile in the window",
+            part.threshold,
+            "<=",
+            "s",
+        )
+    over = part.observed > part.threshold
+    relation = "above" if over else "within"
+    return Evidence(
+        signal,
+        part.observed,
+        f"{part.label} {format_seconds(part.observed)} is {relation} the target "
+        f"{format_seconds(part.threshold)}",
+        part.threshold,
+        ">" if over else "<=",
+        "s",
+    )
+
+
+def _bottleneck(
+    part: ObjectiveScore,
+    obs: Observation,
+    cv: ConfigView,
+    load: candidates.Load,
+    hardware: HardwareInfo,
+    notes: _Notes,
+) -> Bottleneck:
+    if _kv_pressure(obs, cv, load, notes):
+        return Bottleneck.KV_CACHE_PRESSURE
+    if part.name == "ttft":
+        return _ttft_bottleneck(obs, cv, load, notes)
+    if part.name == "itl":
+        return _itl_bottleneck(obs, load, hardware, part.threshold, notes)
+    return _e2e_bottleneck(obs, cv, load, hardware, notes)
+
+
+def _kv_pressure(obs: Observation, cv: ConfigView, load: candidates.Load, notes: _Notes) -> bool:
+    preemptions = obs.preemptions or 0.0
+    if obs.requests > 0 and preemptions / obs.requests >= PREEMPTION_SHARE:
+        share = preemptions / obs.requests
+        notes.fact(
+            Evidence(
+                "preemptions_per_request",
+                share,
+                f"{preemptions:.0f} preemptions in {obs.requests} requests "
+                f"({share:.1%}): each one recomputes a prefill",
+                PREEMPTION_SHARE,
+                ">=",
+                "ratio",
+            )
+        )
+        return True
+    usage = obs.kv_cache_usage_mean
+    waiting = load.waiting or 0.0
+    if (
+        usage is not None
+        and usage >= KV_SATURATED
+        and waiting > WAITING
+        and not load.at_max_seqs(cv.max_num_seqs)
+    ):
+        notes.fact(
+            Evidence(
+                "kv_cache_usage",
+                usage,
+                f"KV cache {usage:.0%} full on average while {waiting:.1f} requests "
+                f"wait per pod, below max-num-seqs {cv.max_num_seqs}",
+                KV_SATURATED,
+                ">=",
+                "ratio",
+            )
+        )
+        return True
+    return False
+
+
+def _ttft_bottleneck(
+    obs: Observation, cv: ConfigView, load: candidates.Load, notes: _Notes
+) -> Bottleneck:
+    queue, prefill = obs.queue_time_mean, obs.prefill_time_mean
+    ttft = obs.ttft_mean or ((queue or 0.0) + (prefill or 0.0))
+    if queue is not None and ttft > 0:
+        share = queue / ttft
+        notes.fact(
+            Evidence(
+                "queue_time_share",
+                share,
+                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)} of "
+                f"{format_seconds(ttft)} mean)",
+                QUEUE_SHARE,
+                _compared(share, QUEUE_SHARE),
+                "ratio",
+            )
+        )
+        queueing = share >= QUEUE_SHARE
+    else:
+        queueing = (load.waiting or 0.0) > WAITING
+    if queueing:
+        if load.waiting is not None:
+            notes.fact(
+                Evidence(
+                    "waiting_requests",
+                    load.waiting,
+                    f"{load.waiting:.1f} requests wait per pod on average",
+                    WAITING,
+                    ">" if load.waiting > WAITING else "<=",
+                    "requests",
+                )
+            )
+        if load.at_max_seqs(cv.max_num_seqs) and load.running_peak is not None:
+            notes.fact(
+                Evidence(
+                    "running_requests_peak",
+                    load.running_peak,
+                    f"running requests reach {load.running_peak:.0f} per pod, at "
+                    f"max-num-seqs {cv.max_num_seqs}",
+                    float(cv.max_num_seqs),
+                    ">=",
+                    "requests",
+                )
+            )
+        if load.kv_full and load.kv_usage_peak is not None:
+            notes.fact(
+                Evidence(
+                    "kv_cache_usage_peak",
+                    load.kv_usage_peak,
+                    f"KV cache peaks at {load.kv_usage_peak:.0%}",
+                    candidates.KV_FULL,
+                    ">=",
+                    "ratio",
+                )
+            )
+        return Bottleneck.QUEUEING
+    if prefill is not None and ttft > 0:
+        notes.fact(
+            Evidence(
+                "prefill_time_share",
+                prefill / ttft,
+                f"prefill is {prefill / ttft:.0%} of TTFT ({format_seconds(prefill)}"
+                f" of {format_seconds(ttft)} mean)",
+                QUEUE_SHARE,
+                _compared(prefill / ttft, QUEUE_SHARE),
+                "ratio",
+            )
+        )
+    if load.prompt_tokens is not None:
+        long = load.prompt_tokens >= LONG_PROMPT
+        notes.fact(
+            Evidence(
+                "prompt_tokens_mean",
+                load.prompt_tokens,
+                f"mean prompt {load.prompt_tokens:.0f} tokens" + (" (long)" if long else ""),
+                float(LONG_PROMPT),
+                ">=" if long else "<",
+                "tokens",
+            )
+        )
+    return Bottleneck.LONG_PREFILL
+
+
+def _itl_bottleneck(
+    obs: Observation,
+    load: candidates.Load,
+    hardware: HardwareInfo,
+    threshold: float | None,
+    notes: _Notes,
+) -> Bottleneck:
+    median, tail = obs.itl.get(50), obs.itl.get(99)
+    prompt = load.prompt_tokens or 0.0
+    running = load.running or 0.0
+    if median is not None and tail is not None and median > 0:
+        ratio = tail / median
+        median_ok = threshold is None or median <= threshold
+        if (
+            ratio >= ITL_TAIL_RATIO
+            and median_ok
+            and prompt >= INTERFERENCE_PROMPT
+            and running >= CONCURRENT
+        ):
+            notes.fact(
+                Evidence(
+                    "itl_tail_ratio",
+                    ratio,
+                    f"ITL p99 is {ratio:.1f}x p50 ({format_seconds(tail)} vs "
+                    f"{format_seconds(median)}): decode steps stall",
+                    ITL_TAIL_RATIO,
+                    ">=",
+                    "ratio",
+                )
+            )
+            notes.fact(
+                Evidence(
+                    "prompt_tokens_mean",
+                    prompt,
+                    f"mean prompt {prompt:.0f} tokens arriving while {running:.1f} "
+                    "requests decode per pod",
+                    float(INTERFERENCE_PROMPT),
+                    ">=",
+                    "tokens",
+                )
+            )
+            return Bottleneck.PREFILL_INTERFERENCE
+    itl = median if median is not None else obs.itl_mean
+    if itl is not None:
+        label = "ITL p50" if median is not None else "mean ITL"
+        notes.fact(
+            Evidence(
+                label.lower().replace(" ", "_").replace("mean_itl", "itl_mean"),
+                itl,
+                f"{label} {format_seconds(itl)} on {hardware.describe()}",
+                unit="s",
+            )
+        )
+    if load.running is not None:
+        low = load.running <= LOW_CONCURRENCY
+        notes.fact(
+            Evidence(
+                "running_requests",
+                load.running,
+                f"{load.running:.1f} running requests per pod: "
+                + (
+                    "decode is slow even at low concurrency, memory-bandwidth bound"
+                    if low
+                    else "large decode batches read weights and much KV cache every step"
+                ),
+                float(LOW_CONCURRENCY),
+                "<=" if low else ">",
+                "requests",
+            )
+        )
+    return Bottleneck.DECODE_BANDWIDTH
+
+
+def _e2e_bottleneck(
+    obs: Observation,
+    cv: ConfigView,
+    load: candidates.Load,
+    hardware: HardwareInfo,
+    notes: _Notes,
+) -> Bottleneck:
+    ttft = obs.ttft_mean
+    decode = obs.decode_time_mean
+    if decode is None and obs.itl_mean is not None and load.generation_tokens is not None:
+        decode = max(load.generation_tokens - 1, 0.0) * obs.itl_mean
+    if ttft is not None and decode is not None and ttft + decode > 0:
+        share = decode / (ttft + decode)
+        notes.fact(
+            Evidence(
+                "decode_share_of_e2e",
+                share,
+                f"decode is {share:.0%} of end-to-end time ({format_seconds(decode)}"
+                f" of {format_seconds(ttft + decode)})",
+                0.5,
+                _compared(share, 0.5),
+                "ratio",
+            )
+        )
+        if share < 0.5:
+            return _ttft_bottleneck(obs, cv, load, notes)
+    return _itl_bottleneck(obs, load, hardware, None, notes)

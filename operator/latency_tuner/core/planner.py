@@ -1,0 +1,269 @@
+"""The next single change to try, or why there is none.
+
+``plan`` takes the ranked candidates for the diagnosis (``core.candidates``: fixes of deployment
+problems first, then safe before lossy before costly, then by expected score reduction) and
+removes what history rules out:
+
+- a value recorded incompatible (the rollout failed to start) is never tried again, whatever
+  the load; a numeric ladder does not jump past it (larger memory settings fail alike);
+- a change already judged (Keep, Revert or Failed) is not repeated under a comparable load
+  (``LoadFingerprint.comparable_to``); under a different load it may be tried again;
+  Inconclusive trials do not count: they measured nothing.
+
+The numeric knob the last kept trial moved continues in the same direction first, as long as
+the diagnosis still pulls that way and the next rung is open ("continue while it helps"). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from latency_tuner.api.spec import Knobs
+from latency_tuner.api.status import Trial, Verdict
+from latency_tuner.core import candidates
+from latency_tuner.core.candidates import Candidate
+from latency_tuner.core.config_view import ConfigView, parse_int, view
+from latency_tuner.core.diagnosis import Diagnosis
+from latency_tuner.core.evidence import Finding
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.knobs import (
+    CATALOG,
+    Change,
+    KnobName,
+    format_number,
+    same_value,
+    written_value,
+)
+from latency_tuner.core.observation import LoadFingerprint, Observation
+from latency_tuner.vllm.args import VllmCommandLine
+
+LOAD_TOLERANCE = 0.25  # relative difference in rate and request shape still "the same load"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A finished trial, as the planner needs it (built from status.trials by the operator).
+
+    ``from_value``/``to_value`` as in the status (None: flag absent / removed); ``load`` is
+    the fingerprint of the window the trial was judged on (None if unknown: then the record
+    counts as comparable, the conservative choice).
+    """
+
+    knob: str
+    from_value: str | None
+    to_value: str | None
+    verdict: Verdict | None
+    load: LoadFingerprint | None = None
+    score_before: float | None = None
+    score_after: float | None = None
+
+    @classmethod
+    def from_trial(cls, trial: Trial) -> TrialRecord:
+        """From a status trial; its load is the before-window's (where the decision was made),
+        else the after-window's, else unknown."""
+        load = None
+        for snapshot in (trial.before, trial.after):
+            if snapshot is not None and snapshot.request_rate is not None:
+                load = LoadFingerprint(
+                    request_rate=snapshot.request_rate,
+                    prompt_tokens_mean=snapshot.prompt_tokens_mean or 0.0,
+                    generation_tokens_mean=snapshot.generation_tokens_mean or 0.0,
+                    concurrency_mean=snapshot.concurrency or 0.0,
+                )
+                break
+        return cls(trial.knob, trial.from_value, trial.to_value, trial.verdict, load)
+
+
+@dataclass(frozen=True)
+class Exhausted:
+    """Nothing left to try: why, and what a person could do instead."""
+
+    reason: str
+    advice: tuple[str, ...] = ()
+
+
+def plan(
+    diagnosis: Diagnosis,
+    observation: Observation,
+    config: VllmCommandLine,
+    knobs: Knobs,
+    hardware: HardwareInfo,
+    history: Sequence[TrialRecord] = (),
+    incompatible: Collection[tuple[str, str | None]] = (),
+    *,
+    load_tolerance: float = LOAD_TOLERANCE,
+) -> Change | Exhausted:
+    """The next single change for ``diagnosis``, or ``Exhausted``.
+
+    ``incompatible`` holds (knob, value) pairs that failed to start (status.incompatible).
+    Call it only when the targets are missed: with nothing to act on it says so as Exhausted.
+    Whether a window is worth acting on (no data, Finding.LOW_TRAFFIC) is the phase machine's
+    call, not the planner's.
+    """
+    if Finding.NOT_VLLM in diagnosis.findings:
+        return Exhausted("the container is not a vLLM server", diagnosis.advice)
+    if not diagnosis.causes:
+        return Exhausted("no objective is over its target: nothing to change", diagnosis.advice)
+    cv = view(config, hardware, observation.cache_config)
+    ranking = candidates.rank(
+        diagnosis.causes,
+        diagnosis.findings,
+        cl=config,
+        view=cv,
+        knobs=knobs,
+        hardware=hardware,
+        observation=observation,
+    )
+    ruled_out: list[str] = []
+    open_: list[Candidate] = []
+    for candidate in ranking.candidates:
+        why_not = _ruled_out(candidate, history, incompatible, observation.load, load_tolerance)
+        if why_not is None:
+            open_.append(candidate)
+        else:
+            ruled_out.append(why_not)
+    follow = _continuation(open_, history, config, hardware)
+    if follow:
+        return _change(follow[0], config, cv, continuing=True)
+    if not open_:
+        return _exhausted(diagnosis, ranking.blocked, ruled_out)
+    return _change(open_[0], config, cv, continuing=False)
+
+
+def _ruled_out(
+    candidate: Candidate,
+    history: Sequence[TrialRecord],
+    incompatible: Collection[tuple[str, str | None]],
+    load: LoadFingerprint,
+    tolerance: float,
+) -> str | None:
+    name = candidate.knob.value
+    label = f"{name} -> {candidate.to_value if candidate.to_value is not None else '(removed)'}"
+    for knob, value in incompatible:
+        if knob == name and same_value(value, candidate.to_value):
+            return f"{label} failed to start before"
+    for record in history:
+        if record.knob != name or not same_value(record.to_value, candidate.to_value):
+            continue
+        if record.verdict is Verdict.FAILED:
+            return f"{label} failed to start before"
+        if record.verdict not in (Verdict.KEEP, Verdict.REVERT):
+            continue  # Inconclusive or unfinished: nothing was learned
+        if record.load is None or record.load.comparable_to(load, tolerance):
+            return f"{label} was tried under a comparable load ({record.verdict.value})"
+    return None
+
+
+def _continuation(
+    open_: list[Candidate],
+    history: Sequence[TrialRecord],
+    config: VllmCommandLine,
+    hardware: HardwareInfo,
+) -> list[Candidate]:
+    """Open candidates that continue the last kept trial, if it moved a numeric knob: the same
+    knob, one more rung the same way. (A step that was reverted or failed beyond it is not
+    open any more: history ruled it out under this load.)"""
+    kept = [r for r in history if r.verdict is Verdict.KEEP]
+    if not kept:
+        return []
+    last = kept[-1]
+    direction = _direction(last, config, hardware)
+    if direction == 0:
+        return []
+    return [c for c in open_ if c.knob.value == last.knob and c.direction == direction]
+
+
+def _direction(record: TrialRecord, config: VllmCommandLine, hardware: HardwareInfo) -> int:
+    """+1 / -1 when the record moved a numeric knob up / down; 0 otherwise."""
+    try:
+        knob = KnobName(record.knob)
+    except ValueError:
+        return 0
+    after = _number(record.to_value)
+    before = _number(record.from_value)
+    if before is None and record.from_value is None:
+        # The flag was absent: it ran with vLLM's default on this hardware.
+        before = _effective_number(knob, view(config.without(CATALOG[knob].flag), hardware))
+    if after is None or before is None or after == before:
+        return 0
+    return 1 if after > before else -1
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        size = parse_int(text)
+        return None if size is None else float(size)
+
+
+def _effective_number(knob: KnobName, cv: ConfigView) -> float | None:
+    return {
+        KnobName.MAX_NUM_BATCHED_TOKENS: float(cv.max_num_batched_tokens),
+        KnobName.MAX_NUM_SEQS: float(cv.max_num_seqs),
+        KnobName.GPU_MEMORY_UTILIZATION: cv.gpu_memory_utilization,
+        KnobName.TENSOR_PARALLEL: float(cv.tensor_parallel_size),
+    }.get(knob)
+
+
+def effective_text(knob: KnobName, cv: ConfigView) -> str:
+    """The knob's current effective value in words ("2048", "true", "auto")."""
+    number = _effective_number(knob, cv)
+    if number is not None:
+        return format_number(number)
+    texts: dict[KnobName, str] = {
+        KnobName.PREFIX_CACHING: str(cv.prefix_caching).lower(),
+        KnobName.CHUNKED_PREFILL: str(cv.chunked_prefill).lower(),
+        KnobName.ENFORCE_EAGER: str(cv.enforce_eager).lower(),
+        KnobName.CPU_OFFLOAD: f"{cv.cpu_offload_gb:g}",
+        KnobName.KV_CACHE_DTYPE: cv.kv_cache_dtype,
+        KnobName.SPECULATIVE_DECODING: cv.speculative_config or "none",
+    }
+    return texts.get(knob, cv.model or "")
+
+
+def _change(
+    best: Candidate, config: VllmCommandLine, cv: ConfigView, *, continuing: bool
+) -> Change:
+    from_effective = effective_text(best.knob, cv)
+    to_text = best.to_value if best.to_value is not None else "(removed)"
+    written = written_value(best.knob, config)
+    if best.knob is KnobName.QUANTIZATION:
+        written = None  # the original model: not a variant
+    default_note = "" if written is not None else " (vLLM default)"
+    lead = "continuing the kept direction: " if continuing else ""
+    subject = (
+        f"{best.finding} (a deployment problem) slows {best.objective_label}"
+        if best.finding is not None
+        else f"{best.bottleneck} on {best.objective_label}"
+    )
+    reason = (
+        f"{lead}{subject}: {CATALOG[best.knob].what}, "
+        f"{from_effective}{default_note} -> {to_text}; {best.why}; "
+        f"expected ~{best.gain:.0%} lower {best.objective_label.split()[0]} "
+        f"({CATALOG[best.knob].knob_class} change)"
+    )
+    return Change(
+        knob=best.knob,
+        from_value=written,
+        to_value=best.to_value,
+        knob_class=best.knob_class,
+        expected_gain=round(best.gain, 4),
+        expected_score_gain=round(best.score_gain, 4),
+        bottleneck=best.bottleneck,
+        reason=reason,
+        from_effective=from_effective,
+        variant=best.variant,
+    )
+
+
+def _exhausted(diagnosis: Diagnosis, blocked: tuple[str, ...], ruled_out: list[str]) -> Exhausted:
+    bottleneck = diagnosis.bottleneck
+    if ruled_out:
+        reason = f"every knob for {bottleneck} was tried: " + "; ".join(ruled_out)
+    else:
+        reason = f"no knob the spec allows can help with {bottleneck}"
+    return Exhausted(reason, tuple(dict.fromkeys((*diagnosis.advice, *blocked))))

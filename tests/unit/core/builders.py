@@ -1,0 +1,139 @@
+"""Hand-built inputs for the decision core: windows, objectives, command lines, hardware."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from latency_tuner.api.spec import Knobs, Objective, Objectives
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.observation import Observation
+from latency_tuner.vllm.args import VllmCommandLine
+
+H100 = HardwareInfo.from_labels("NVIDIA-H100-80GB-HBM3", gpus_per_node=8)
+A100 = HardwareInfo.from_labels("NVIDIA-A100-SXM4-80GB", gpus_per_node=8)
+L40S = HardwareInfo.from_labels("NVIDIA-L40S", gpus_per_node=4)
+
+
+def objectives(
+    ttft: str | None = None, itl: str | None = None, e2e: str | None = None, percentile: int = 90
+) -> Objectives:
+    """Objectives at one percentile: ``objectives(ttft="500ms", itl="50ms")``."""
+
+    def one(threshold: str | None) -> Objective | None:
+        if threshold is None:
+            return None
+        return Objective.model_validate({"percentile": percentile, "threshold": threshold})
+
+    return Objectives(ttft=one(ttft), itl=one(itl), e2e=one(e2e))
+
+
+def command_line(*flags: str, model: str = "meta-llama/Llama-3.1-8B-Instruct") -> VllmCommandLine:
+    """``vllm serve MODEL`` with ``flags``."""
+    return VllmCommandLine.parse(["vllm", "serve", model, *flags], None)
+
+
+def knobs(**fields: Any) -> Knobs:
+    """Knobs from camelCase or snake_case fields, validated like a spec."""
+    return Knobs.model_validate(fields)
+
+
+def healthy(**overrides: Any) -> Observation:
+    """A busy, well-behaved window on one pod: 600 requests in 5 minutes, short prompts, no
+    queueing, no preemptions. Override what a scenario needs."""
+    fields: dict[str, Any] = {
+        "window_seconds": 300.0,
+        "requests": 600,
+        "pods": 1,
+        "ttft": {50: 0.12, 90: 0.20, 99: 0.30},
+        "itl": {50: 0.020, 90: 0.025, 99: 0.030},
+        "e2e": {50: 4.0, 90: 5.0, 99: 6.0},
+        "ttft_mean": 0.14,
+        "itl_mean": 0.021,
+        "queue_time_mean": 0.01,
+        "prefill_time_mean": 0.12,
+        "decode_time_mean": 4.0,
+        "request_rate": 2.0,
+        "prompt_tokens_mean": 500.0,
+        "generation_tokens_mean": 200.0,
+        "running_mean": 8.0,
+        "running_max": 14.0,
+        "waiting_mean": 0.0,
+        "waiting_max": 0.0,
+        "kv_cache_usage_mean": 0.3,
+        "kv_cache_usage_max": 0.5,
+        "prefix_cache_hit_rate": 0.5,
+        "preemptions": 0.0,
+    }
+    fields.update(overrides)
+    return Observation(**fields)
+
+
+def queueing(**overrides: Any) -> Observation:
+    """TTFT mostly spent waiting: queue 0.61 s of 0.85 s, 256 running (at the default
+    max-num-seqs of a small GPU), 12 waiting."""
+    fields: dict[str, Any] = {
+        "ttft": {50: 0.7, 90: 0.85, 99: 1.2},
+        "ttft_mean": 0.85,
+        "queue_time_mean": 0.61,
+        "prefill_time_mean": 0.22,
+        "running_mean": 250.0,
+        "running_max": 256.0,
+        "waiting_mean": 12.0,
+        "waiting_max": 30.0,
+        "kv_cache_usage_mean": 0.6,
+        "kv_cache_usage_max": 0.7,
+    }
+    return healthy(**{**fields, **overrides})
+
+
+def long_prefill(**overrides: Any) -> Observation:
+    """TTFT is prefill: 6100-token prompts, little queueing."""
+    fields: dict[str, Any] = {
+        "ttft": {50: 0.8, 90: 1.1, 99: 1.5},
+        "ttft_mean": 0.85,
+        "queue_time_mean": 0.05,
+        "prefill_time_mean": 0.78,
+        "prompt_tokens_mean": 6100.0,
+        "running_mean": 6.0,
+        "running_max": 12.0,
+    }
+    return healthy(**{**fields, **overrides})
+
+
+def slow_decode(**overrides: Any) -> Observation:
+    """ITL high even with two requests running: memory-bandwidth bound."""
+    fields: dict[str, Any] = {
+        "itl": {50: 0.060, 90: 0.065, 99: 0.075},
+        "itl_mean": 0.061,
+        "running_mean": 2.0,
+        "running_max": 4.0,
+        "request_rate": 0.2,
+    }
+    return healthy(**{**fields, **overrides})
+
+
+def interference(**overrides: Any) -> Observation:
+    """Median ITL fine, p99 6x higher, 4000-token prompts arriving under concurrency."""
+    fields: dict[str, Any] = {
+        "itl": {50: 0.025, 90: 0.09, 99: 0.15},
+        "itl_mean": 0.035,
+        "prompt_tokens_mean": 4000.0,
+        "running_mean": 24.0,
+        "running_max": 40.0,
+    }
+    return healthy(**{**fields, **overrides})
+
+
+def kv_pressure(**overrides: Any) -> Observation:
+    """30 preemptions in 600 requests, KV nearly full."""
+    fields: dict[str, Any] = {
+        "ttft": {50: 0.3, 90: 0.9, 99: 3.0},
+        "ttft_mean": 0.5,
+        "preemptions": 30.0,
+        "kv_cache_usage_mean": 0.93,
+        "kv_cache_usage_max": 1.0,
+        "running_mean": 60.0,
+        "running_max": 90.0,
+        "waiting_mean": 2.0,
+    }
+    return healthy(**{**fields, **overrides})

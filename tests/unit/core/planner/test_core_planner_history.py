@@ -1,0 +1,247 @@
+"""The planner learns from history: ladders continue while they help, changes are not repeated
+under a comparable load, values that failed to start are never retried."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from tests.unit.core.builders import (
+    A100,
+    H100,
+    command_line,
+    interference,
+    knobs,
+    objectives,
+    queueing,
+)
+
+from latency_tuner.api.status import MetricSnapshot, Trial, Verdict
+from latency_tuner.core.diagnosis import diagnose
+from latency_tuner.core.knobs import Change, KnobName
+from latency_tuner.core.observation import LoadFingerprint, Observation
+from latency_tuner.core.planner import Exhausted, TrialRecord, plan
+from latency_tuner.vllm.args import VllmCommandLine
+
+TTFT = objectives(ttft="500ms")
+SEQS = KnobName.MAX_NUM_SEQS.value
+
+
+def next_change(
+    window: Observation,
+    cl: VllmCommandLine,
+    history: list[TrialRecord] | None = None,
+    incompatible: Collection[tuple[str, str | None]] = (),
+    **knob_fields: object,
+) -> Change | Exhausted:
+    spec = knobs(**knob_fields)
+    d = diagnose(window, TTFT, cl, A100, spec)
+    return plan(d, window, cl, spec, A100, history or [], incompatible)
+
+
+def record(
+    frm: str | None, to: str, verdict: Verdict, load: LoadFingerprint | None, knob: str = SEQS
+) -> TrialRecord:
+    return TrialRecord(knob, frm, to, verdict, load, 0.7, 0.4)
+
+
+def test_a_kept_step_continues_one_more_rung_the_same_way() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    cl = command_line("--max-num-seqs", "512")
+    history = [record(None, "512", Verdict.KEEP, window.load)]
+    change = next_change(window, cl, history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.from_value, change.to_value) == (
+        KnobName.MAX_NUM_SEQS,
+        "512",
+        "1024",
+    )
+    assert change.reason.startswith("continuing the kept direction: Queueing on TTFT p90")
+
+
+def test_continuation_goes_first_even_when_another_knob_ranks_higher() -> None:
+    # The last kept trial raised the step budget; max-num-seqs would rank first otherwise.
+    window = queueing()
+    cl = command_line("--max-num-batched-tokens", "4096")
+    history = [
+        record("2048", "4096", Verdict.KEEP, window.load, KnobName.MAX_NUM_BATCHED_TOKENS.value)
+    ]
+    change = next_change(window, cl, history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "8192")
+
+
+def test_after_a_revert_the_next_rung_is_not_tried_under_the_same_load() -> None:
+    window = queueing()
+    cl = command_line("--max-num-seqs", "256")
+    history = [record("256", "512", Verdict.REVERT, window.load)]
+    change = next_change(window, cl, history)
+    assert isinstance(change, Change)
+    assert change.knob is not KnobName.MAX_NUM_SEQS
+
+
+def test_a_change_tried_under_a_different_load_may_be_tried_again() -> None:
+    window = queueing()
+    other = window.load.model_copy(update={"request_rate": window.load.request_rate * 2})
+    history = [record(None, "512", Verdict.REVERT, other)]
+    change = next_change(window, command_line(), history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
+def test_an_inconclusive_trial_teaches_nothing_and_is_tried_again() -> None:
+    window = queueing()
+    history = [record(None, "512", Verdict.INCONCLUSIVE, window.load)]
+    change = next_change(window, command_line(), history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
+def test_a_record_without_a_load_counts_as_comparable() -> None:
+    window = queueing()
+    history = [record(None, "512", Verdict.REVERT, None)]
+    change = next_change(window, command_line(), history)
+    assert isinstance(change, Change)
+    assert change.knob is not KnobName.MAX_NUM_SEQS
+
+
+def test_a_value_that_failed_to_start_is_never_retried_whatever_the_load() -> None:
+    window = queueing()
+    other = window.load.model_copy(update={"request_rate": 100.0})
+    for history, incompatible in (
+        ([record(None, "512", Verdict.FAILED, other)], set()),
+        ([], {(SEQS, "512")}),
+    ):
+        change = next_change(window, command_line(), history, incompatible)
+        assert isinstance(change, Change)
+        assert change.knob is not KnobName.MAX_NUM_SEQS
+
+
+def test_a_kept_step_whose_next_rung_failed_moves_on_to_another_knob() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    cl = command_line("--max-num-seqs", "512")
+    history = [record("256", "512", Verdict.KEEP, window.load)]
+    change = next_change(window, cl, history, {(SEQS, "1024")})
+    assert isinstance(change, Change)
+    assert change.knob is not KnobName.MAX_NUM_SEQS
+    assert not change.reason.startswith("continuing")
+
+
+def test_a_kept_non_numeric_change_has_no_direction_to_continue() -> None:
+    window = queueing()
+    history = [
+        record(None, "true", Verdict.KEEP, window.load, KnobName.PREFIX_CACHING.value),
+        record(None, "x", Verdict.KEEP, window.load, "someOtherKnob"),
+    ]
+    change = next_change(window, command_line(), history)
+    assert isinstance(change, Change)
+    assert not change.reason.startswith("continuing")
+
+
+def test_a_revert_of_another_knob_does_not_stop_the_kept_direction() -> None:
+    window = queueing()
+    cl = command_line("--max-num-batched-tokens", "4096")
+    history = [
+        record("2048", "4096", Verdict.KEEP, window.load, KnobName.MAX_NUM_BATCHED_TOKENS.value),
+        record(None, "512", Verdict.REVERT, window.load),
+    ]
+    change = next_change(window, cl, history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "8192")
+    assert change.reason.startswith("continuing")
+
+
+def test_a_kept_direction_the_diagnosis_no_longer_wants_is_not_continued() -> None:
+    # Batched tokens went up for TTFT; now only ITL misses, with interference: it wants less.
+    window = interference()
+    cl = command_line("--max-num-batched-tokens", "8192")
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    history = [record("4096", "8192", Verdict.KEEP, window.load, batched)]
+    spec = knobs()
+    d = diagnose(window, objectives(itl="50ms"), cl, H100, spec)
+    change = plan(d, window, cl, spec, H100, history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "4096")
+    assert not change.reason.startswith("continuing")
+
+
+def test_when_everything_was_tried_the_planner_is_exhausted_with_reasons_and_advice() -> None:
+    window = queueing()
+    cl = command_line("--gpu-memory-utilization", "0.95")
+    history = [
+        record(None, "512", Verdict.REVERT, window.load),
+        record(None, "4096", Verdict.REVERT, window.load, KnobName.MAX_NUM_BATCHED_TOKENS.value),
+    ]
+    result = next_change(window, cl, history)
+    assert isinstance(result, Exhausted)
+    assert result.reason.startswith(
+        "every knob for Queueing was tried: maxNumSeqs -> 512 was "
+        "tried under a comparable load (Revert)"
+    )
+    assert result.advice[0] == (
+        "add replicas: the server is saturated at max-num-seqs (256 running per pod)"
+    )
+    assert "gpuMemoryUtilization is at its ceiling (0.95)" in result.advice
+
+
+def test_a_removal_already_tried_is_not_repeated() -> None:
+    window = queueing()
+    cl = command_line("--enforce-eager")
+    history = [TrialRecord(KnobName.ENFORCE_EAGER.value, "true", None, Verdict.REVERT, window.load)]
+    change = next_change(window, cl, history)
+    assert isinstance(change, Change)
+    assert change.knob is not KnobName.ENFORCE_EAGER
+
+
+def test_with_no_bottleneck_the_planner_has_nothing_to_do() -> None:
+    window = queueing(ttft={90: 0.3})
+    d = diagnose(window, TTFT, command_line(), H100, knobs())
+    result = plan(d, window, command_line(), knobs(), H100)
+    assert result == Exhausted("no objective is over its target: nothing to change")
+
+
+def test_sizes_written_with_suffixes_still_give_a_direction() -> None:
+    window = queueing()
+    cl = command_line("--max-num-batched-tokens", "4K")
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    change = next_change(window, cl, [record("2K", "4K", Verdict.KEEP, window.load, batched)])
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "8192")
+
+
+def test_a_record_with_unreadable_values_has_no_direction() -> None:
+    window = queueing()
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    change = next_change(
+        window, command_line(), [record("lots", "more", Verdict.KEEP, window.load, batched)]
+    )
+    assert isinstance(change, Change)
+    assert not change.reason.startswith("continuing")
+
+
+def test_a_status_trial_becomes_a_record_with_the_load_it_was_judged_under() -> None:
+    before = MetricSnapshot(request_rate=2.0, prompt_tokens_mean=500.0, concurrency=8.0)
+    trial = Trial.model_validate(
+        {
+            "id": 1,
+            "knob": SEQS,
+            "from": None,
+            "to": "512",
+            "startedAt": "2026-12-02T09:00:00Z",
+            "verdict": "Revert",
+            "before": before.model_dump(),
+        }
+    )
+    rec = TrialRecord.from_trial(trial)
+    assert (rec.knob, rec.from_value, rec.to_value, rec.verdict) == (
+        SEQS,
+        None,
+        "512",
+        Verdict.REVERT,
+    )
+    assert rec.load == LoadFingerprint(
+        request_rate=2.0, prompt_tokens_mean=500.0, generation_tokens_mean=0.0, concurrency_mean=8.0
+    )
+    after_only = trial.model_copy(update={"before": None, "after": before})
+    assert TrialRecord.from_trial(after_only).load == rec.load
+    blind = trial.model_copy(update={"before": MetricSnapshot()})
+    assert TrialRecord.from_trial(blind).load is None

@@ -1,0 +1,136 @@
+"""A trial is kept only when it beat the baseline by more than minImprovement and the noise;
+different load or too few requests is inconclusive; no data is its own outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from tests.unit.core.builders import healthy, objectives
+
+from latency_tuner.api.status import Verdict
+from latency_tuner.core.observation import NoData, Observation
+from latency_tuner.core.verdict import Judgement, Outcome, judge_trial
+
+TTFT = objectives(ttft="500ms")
+
+
+def window(ttft_p90: float, **overrides: object) -> Observation:
+    return healthy(ttft={50: 0.1, 90: ttft_p90, 99: ttft_p90 * 1.5}, **overrides)
+
+
+def verdict(
+    baseline: Observation | NoData,
+    trial: Observation | NoData,
+    *,
+    baseline_subwindows: Sequence[Observation] = (),
+    load_tolerance: float = 0.25,
+) -> Judgement:
+    return judge_trial(
+        baseline,
+        trial,
+        TTFT,
+        min_requests=100,
+        min_improvement=0.05,
+        baseline_subwindows=baseline_subwindows,
+        load_tolerance=load_tolerance,
+    )
+
+
+def test_a_clear_improvement_is_kept_with_the_numbers_in_the_reason() -> None:
+    j = verdict(window(0.82), window(0.62))
+    assert j.outcome is Outcome.KEEP
+    assert j.reason == (
+        "score 0.64 -> 0.24 (-62%; needs better than -5%): TTFT p90 0.82 s -> 0.62 s (-24%)"
+    )
+    assert j.improvement == pytest.approx(0.4 / 0.64)
+    assert j.required == 0.05
+    assert j.outcome.status_verdict is Verdict.KEEP
+
+
+def test_a_worse_trial_is_reverted_naming_the_regression() -> None:
+    j = verdict(window(0.82), window(0.91))
+    assert j.outcome is Outcome.REVERT
+    assert "TTFT p90 0.82 s -> 0.91 s (+11%)" in j.reason
+    assert j.outcome.status_verdict is Verdict.REVERT
+
+
+def test_an_improvement_below_min_improvement_is_reverted() -> None:
+    j = verdict(window(0.82), window(0.81))
+    assert j.outcome is Outcome.REVERT
+
+
+def test_an_improvement_within_the_baseline_noise_is_reverted() -> None:
+    # Baseline sub-windows scattered 0.6..1.0 s: a 10% better score proves nothing.
+    subwindows = [window(0.6), window(1.0), window(0.7), window(0.9)]
+    j = verdict(window(0.8), window(0.77), baseline_subwindows=subwindows)
+    assert j.outcome is Outcome.REVERT
+    assert j.noise > 0.1
+    assert "(baseline noise)" in j.reason
+    steady = [window(0.80), window(0.81), window(0.79), window(0.80)]
+    assert verdict(window(0.8), window(0.77), baseline_subwindows=steady).outcome is Outcome.KEEP
+
+
+def test_noise_needs_two_sub_windows_and_a_positive_mean() -> None:
+    assert verdict(window(0.8), window(0.77), baseline_subwindows=[window(0.6)]).noise == 0.0
+    met = [window(0.2), window(0.3)]
+    assert verdict(window(0.8), window(0.77), baseline_subwindows=met).noise == 0.0
+
+
+def test_when_targets_are_met_before_and_after_the_ratio_sum_breaks_the_tie() -> None:
+    j = verdict(window(0.40), window(0.30))
+    assert j.outcome is Outcome.KEEP
+    assert j.reason.startswith("sum of latency/target ratios (targets met) 0.80 -> 0.60")
+    assert verdict(window(0.40), window(0.39)).outcome is Outcome.REVERT
+
+
+def test_missing_a_target_that_was_met_is_reverted() -> None:
+    j = verdict(window(0.4), window(0.6))
+    assert j.outcome is Outcome.REVERT
+    assert "worse" in j.reason
+
+
+def test_meeting_the_targets_from_a_miss_is_kept() -> None:
+    assert verdict(window(0.6), window(0.45)).outcome is Outcome.KEEP
+
+
+def test_a_different_load_is_inconclusive_and_says_which_numbers_moved() -> None:
+    j = verdict(window(0.82), window(0.5, request_rate=4.0, prompt_tokens_mean=900.0))
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason == (
+        "load changed: request rate 2/s -> 4/s (beyond ±25%); "
+        "mean prompt 500 tokens -> 900 tokens (beyond ±25%)"
+    )
+    assert j.outcome.status_verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_load_change_within_tolerance_is_still_comparable() -> None:
+    j = verdict(window(0.82), window(0.5, request_rate=2.4))
+    assert j.outcome is Outcome.KEEP
+    j = verdict(window(0.82), window(0.5, request_rate=2.4), load_tolerance=0.1)
+    assert j.outcome is Outcome.INCONCLUSIVE
+
+
+@pytest.mark.parametrize("which", ["baseline", "trial"])
+def test_too_few_requests_in_either_window_is_inconclusive(which: str) -> None:
+    few = window(0.5, requests=40)
+    j = verdict(few, window(0.5)) if which == "baseline" else verdict(window(0.5), few)
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason == f"too few requests in the {which} window: 40 < 100"
+
+
+@pytest.mark.parametrize("which", ["baseline", "trial"])
+def test_an_unknown_quantile_is_inconclusive(which: str) -> None:
+    blind = healthy(ttft={50: 0.1})
+    j = verdict(blind, window(0.5)) if which == "baseline" else verdict(window(0.5), blind)
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason == f"TTFT p90 unknown in the {which} window"
+
+
+@pytest.mark.parametrize("which", ["baseline", "trial"])
+def test_no_data_is_its_own_outcome_not_a_failure(which: str) -> None:
+    empty = NoData(reason="no traffic", window_seconds=300)
+    j = verdict(empty, window(0.5)) if which == "baseline" else verdict(window(0.5), empty)
+    assert j.outcome is Outcome.NO_DATA
+    assert j.reason == f"no data in the {which} window: no traffic"
+    assert j.outcome.status_verdict is Verdict.INCONCLUSIVE
