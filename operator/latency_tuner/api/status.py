@@ -124,8 +124,8 @@ class Evidence(StatusModel):
 
     signal: str
     """What was measured, e.g. "queue_time_p95" or "kv_cache_usage"."""
-    value: float
-    """The measured value."""
+    value: float | None = None
+    """The measured value (null when unknown)."""
     unit: str | None = None
     """Unit of the value, e.g. "s", "ratio", "tokens"."""
     text: str
@@ -181,6 +181,21 @@ class JsonPatchOperation(StatusModel):
     """Source location for move and copy."""
 
 
+class ContainerSnapshot(StatusModel):
+    """The vLLM container's launch configuration at one moment: enough to put it back."""
+
+    command: list[str] | None = None
+    """The container's command (null if unset)."""
+    args: list[str] | None = None
+    """The container's args (null if unset)."""
+    image: str
+    """The container's image."""
+    gpu_limit: int | None = Field(default=None, ge=0)
+    """The container's GPU limit, if any."""
+    fingerprint: str
+    """Hash of command, args, image and GPU limit: tells this configuration apart."""
+
+
 class Trial(StatusModel):
     """One change tried: what, from which value to which, measured how, and the verdict."""
 
@@ -212,6 +227,14 @@ class Trial(StatusModel):
     """Hash of the configuration before the trial (what a rollback restores)."""
     deployment_generation: int | None = Field(default=None, ge=0)
     """The Deployment's metadata.generation after the trial's patch."""
+    from_container: ContainerSnapshot | None = None
+    """The container before the trial: what a rollback restores."""
+    to_container: ContainerSnapshot | None = None
+    """The container the trial rolls out."""
+    measure_started_at: Timestamp | None = None
+    """Start of the trial's measurement window (RFC 3339)."""
+    measurements: int = Field(default=0, ge=0)
+    """Measurement windows taken so far (an inconclusive window is measured again)."""
 
 
 class IncompatibleValue(StatusModel):
@@ -270,6 +293,12 @@ class LatencyTargetStatus(StatusModel):
     """The next change, in mode Recommend."""
     incompatible: list[IncompatibleValue] = Field(default_factory=list)
     """Knob values that failed and are not tried again."""
+    stable_since: Timestamp | None = None
+    """When the current configuration finished warming up: windows start no earlier."""
+    expected_container: str | None = None
+    """Fingerprint of the container as the operator last left it (to notice outside changes)."""
+    drift_generation: int | None = Field(default=None, ge=0)
+    """The spec generation at which tuning stopped for an outside change; a newer spec resumes."""
 
     @field_validator("trials", mode="after")
     @classmethod

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class PodFacts:
     # e.g. CrashLoopBackOff, ImagePullBackOff, OOMKilled, Error; None when running fine
     problem: str | None = None
     config_fingerprint: str | None = None  # of the pod's own container, to tell old from new
+    ip: str | None = None
+    metrics_port: int | None = None  # where vLLM serves /metrics (annotation or container port)
+    metrics_path: str = "/metrics"
 
 
 @dataclass(frozen=True)
@@ -46,21 +51,24 @@ class RolloutFacts:
 
     generation: int
     observed_generation: int
-    replicas: int
+    replicas: int  # wanted (spec.replicas)
     updated_replicas: int
     ready_replicas: int
     available_replicas: int
     progress_deadline_exceeded: bool = False
     pods: tuple[PodFacts, ...] = field(default_factory=tuple)
+    total_replicas: int | None = None  # status.replicas: old and new pods together
 
     @property
     def complete(self) -> bool:
-        """The controller saw the latest template and every replica runs it and is available."""
+        """``kubectl rollout status``'s test: the controller saw the latest template, every
+        wanted replica runs it, no old replica is left, and the new ones are available."""
+        total = self.updated_replicas if self.total_replicas is None else self.total_replicas
         return (
             self.observed_generation >= self.generation
             and self.updated_replicas >= self.replicas
-            and self.available_replicas >= self.replicas
-            and self.ready_replicas >= self.replicas
+            and total <= self.updated_replicas
+            and self.available_replicas >= self.updated_replicas
         )
 
     def failure(self, fingerprint: str) -> str | None:
@@ -73,3 +81,50 @@ class RolloutFacts:
             if pod.problem is not None:
                 return f"pod {pod.name}: {pod.problem} (restarts: {pod.restarts})"
         return None
+
+
+def _escape(token: str) -> str:
+    """JSON-pointer escaping of one path segment (RFC 6901)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def container_patch(
+    deployment: Mapping[str, Any],
+    index: int,
+    config: ContainerConfig,
+    gpu_resource: str,
+    annotations: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The RFC 6902 JSON patch that moves container ``index`` of ``deployment`` (a Deployment
+    object) to ``config``, and changes nothing else. A guard against concurrent writers (a
+    ``test`` of the resourceVersion) is the caller's to prepend."""
+    current = deployment["spec"]["template"]["spec"]["containers"][index]
+    base = f"/spec/template/spec/containers/{index}"
+    ops: list[dict[str, Any]] = []
+    for key, value in (("command", config.command), ("args", config.args)):
+        if value is None:
+            if key in current:
+                ops.append({"op": "remove", "path": f"{base}/{key}"})
+        else:
+            ops.append({"op": "add", "path": f"{base}/{key}", "value": list(value)})
+    if config.image and config.image != current.get("image"):
+        ops.append({"op": "replace", "path": f"{base}/image", "value": config.image})
+    if config.gpu_limit is not None:
+        resources = current.get("resources") or {}
+        if "resources" not in current:
+            ops.append({"op": "add", "path": f"{base}/resources", "value": {}})
+        for part in ("limits", "requests"):
+            if part == "requests" and part not in resources:
+                continue  # GPU requests default to limits; only rewrite one that is there
+            if part not in resources:
+                ops.append({"op": "add", "path": f"{base}/resources/{part}", "value": {}})
+            path = f"{base}/resources/{part}/{_escape(gpu_resource)}"
+            ops.append({"op": "add", "path": path, "value": str(config.gpu_limit)})
+    if annotations:
+        if not deployment["metadata"].get("annotations"):
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+        for name, text in sorted(annotations.items()):
+            ops.append(
+                {"op": "add", "path": f"/metadata/annotations/{_escape(name)}", "value": text}
+            )
+    return ops

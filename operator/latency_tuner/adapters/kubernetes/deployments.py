@@ -14,9 +14,10 @@ from typing import Any
 import kubernetes
 
 from latency_tuner.adapters.kubernetes.client import KubernetesError, NotFound, raw
-from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
+from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts, container_patch
 
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+VLLM_PORT = 8000  # vLLM's default --port
 # Waiting reasons that mean a container will not start by itself.
 _STUCK = {
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
@@ -94,6 +95,7 @@ class DeploymentView:
             updated_replicas=int(status.get("updatedReplicas", 0)),
             ready_replicas=int(status.get("readyReplicas", 0)),
             available_replicas=int(status.get("availableReplicas", 0)),
+            total_replicas=int(status.get("replicas", 0)),
             progress_deadline_exceeded=deadline,
             pods=pods,
         )
@@ -152,63 +154,29 @@ class Deployments:
     ) -> DeploymentView:
         """Set the container's command/args/image/GPU limit to ``config``, guarded by the
         resourceVersion read. Raises ``Conflict`` if the Deployment changed meanwhile."""
-        ops = container_patch(deployment, container, config, gpu_resource, annotations or {})
+        ops = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": deployment.resource_version,
+            },
+            *container_patch(
+                deployment.obj,
+                deployment.container_index(container),
+                config,
+                gpu_resource,
+                annotations or {},
+            ),
+        ]
         obj = await asyncio.to_thread(
             raw,
             self._apps.patch_namespaced_deployment,
             deployment.name,
             deployment.namespace,
             ops,
+            _content_type="application/json-patch+json",
         )
         return DeploymentView(obj)
-
-
-def _escape(token: str) -> str:
-    """JSON-pointer escaping of one path segment (RFC 6901)."""
-    return token.replace("~", "~0").replace("/", "~1")
-
-
-def container_patch(
-    deployment: DeploymentView,
-    container: str | None,
-    config: ContainerConfig,
-    gpu_resource: str,
-    annotations: dict[str, str],
-) -> list[dict[str, Any]]:
-    """The JSON patch that moves the container to ``config`` (and nothing else)."""
-    index = deployment.container_index(container)
-    current = deployment.containers[index]
-    base = f"/spec/template/spec/containers/{index}"
-    ops: list[dict[str, Any]] = [
-        {"op": "test", "path": "/metadata/resourceVersion", "value": deployment.resource_version}
-    ]
-    for key, value in (("command", config.command), ("args", config.args)):
-        if value is None:
-            if key in current:
-                ops.append({"op": "remove", "path": f"{base}/{key}"})
-        else:
-            ops.append({"op": "add", "path": f"{base}/{key}", "value": list(value)})
-    if config.image and config.image != current.get("image"):
-        ops.append({"op": "replace", "path": f"{base}/image", "value": config.image})
-    if config.gpu_limit is not None:
-        resources = current.get("resources") or {}
-        if "resources" not in current:
-            ops.append({"op": "add", "path": f"{base}/resources", "value": {}})
-        for part in ("limits", "requests"):
-            if part == "requests" and part not in resources:
-                continue  # GPU requests default to limits; only rewrite one that is there
-            if part not in resources:
-                ops.append({"op": "add", "path": f"{base}/resources/{part}", "value": {}})
-            path = f"{base}/resources/{part}/{_escape(gpu_resource)}"
-            ops.append({"op": "add", "path": path, "value": str(config.gpu_limit)})
-    if annotations:
-        if not deployment.obj["metadata"].get("annotations"):
-            ops.append({"op": "add", "path": "/metadata/annotations", "value": {}})
-        for name, text in sorted(annotations.items()):
-            ops.append(
-                {"op": "add", "path": f"/metadata/annotations/{_escape(name)}", "value": text}
-            )
-    return ops
 
 
 def pod_facts(pod: dict[str, Any], container: str | None, gpu_resource: str) -> PodFacts:
@@ -236,8 +204,17 @@ def pod_facts(pod: dict[str, Any], container: str | None, gpu_resource: str) -> 
         problem = "pod Failed"
     conditions = (pod.get("status") or {}).get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    annotations = pod["metadata"].get("annotations") or {}
+    port = annotations.get("prometheus.io/port")
+    if port is None and spec is not None:
+        ports = spec.get("ports") or []
+        named = [p for p in ports if p.get("name") in ("http", "metrics")]
+        port = (named or ports or [{"containerPort": VLLM_PORT}])[0].get("containerPort")
     return PodFacts(
         name=str(pod["metadata"]["name"]),
+        ip=(pod.get("status") or {}).get("podIP"),
+        metrics_port=int(port) if port is not None and str(port).isdigit() else None,
+        metrics_path=str(annotations.get("prometheus.io/path", "/metrics")),
         node=pod.get("spec", {}).get("nodeName"),
         ready=ready,
         restarts=restarts,

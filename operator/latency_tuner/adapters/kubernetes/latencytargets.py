@@ -1,0 +1,53 @@
+"""LatencyTarget objects: list them (to find conflicts) and write their status subresource."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kubernetes
+
+from latency_tuner.adapters.kubernetes.client import raw
+from latency_tuner.api.resource import GROUP, PLURAL, VERSION
+from latency_tuner.api.status import LatencyTargetStatus
+
+
+class LatencyTargets:
+    def __init__(self, api_client: Any) -> None:
+        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+
+    async def list(self, *, namespace: str) -> list[dict[str, Any]]:
+        listing = await asyncio.to_thread(
+            raw, self._custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
+        )
+        items: list[dict[str, Any]] = listing.get("items", [])
+        return items
+
+    async def write_status(
+        self, *, namespace: str, name: str, status: LatencyTargetStatus
+    ) -> dict[str, Any]:
+        """Replace the status by merge patch; fields the new status lacks are sent as null
+        (a merge patch's way to delete them)."""
+        body = {"status": status_document(status)}
+        result: dict[str, Any] = await asyncio.to_thread(
+            raw,
+            self._custom.patch_namespaced_custom_object_status,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+        return result
+
+
+def status_document(status: LatencyTargetStatus) -> dict[str, Any]:
+    """The status as a merge patch: camelCase, JSON types; a top-level field that is unset is
+    sent as null so the patch deletes it. Nested nulls are left out: the API server would
+    prune them anyway (CRD fields are not nullable)."""
+    document: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for name, info in type(status).model_fields.items():
+        document.setdefault(info.alias or name, None)
+    return document

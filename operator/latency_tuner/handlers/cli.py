@@ -1,0 +1,73 @@
+"""`latency-tuner run`: start the operator with settings from flags and the environment."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import Sequence
+
+import kopf
+
+from latency_tuner.handlers.operator import build_registry
+from latency_tuner.reconcile import MetricsFor
+from latency_tuner.settings import OperatorSettings, SettingsError, parse_settings
+
+_LOG_LEVELS = {"debug": True, "info": False, "warning": False, "error": False}
+
+
+def _configure_logging(settings: OperatorSettings) -> None:
+    level = settings.log_level.lower()
+    if level not in _LOG_LEVELS:
+        raise SettingsError(
+            f"--log-level: {settings.log_level!r} is not one of debug, info, warning, error"
+        )
+    kopf.configure(
+        debug=level == "debug",
+        verbose=settings.verbose or level == "debug",
+        quiet=level in ("warning", "error"),
+        log_format=kopf.LogFormat.JSON if settings.log_format == "json" else kopf.LogFormat.FULL,
+    )
+
+
+def run_kwargs(
+    settings: OperatorSettings, *, metrics_for: MetricsFor | None = None
+) -> dict[str, object]:
+    """The arguments of ``kopf.run``/``kopf.operator`` for these settings."""
+    scope: dict[str, object] = (
+        {"namespaces": settings.namespaces} if settings.namespaces else {"clusterwide": True}
+    )
+    return {
+        "registry": build_registry(settings, metrics_for=metrics_for),
+        "standalone": settings.standalone,
+        # Naming a peering makes kopf require it: only when several replicas elect a leader.
+        "peering_name": None if settings.standalone else settings.peering_name,
+        "liveness_endpoint": (
+            f"http://0.0.0.0:{settings.probe_port}/healthz" if settings.probe_port else None
+        ),
+        **scope,
+    }
+
+
+async def run_operator(
+    settings: OperatorSettings,
+    *,
+    stop_flag: asyncio.Event | threading.Event | None = None,
+    ready_flag: asyncio.Event | threading.Event | None = None,
+    metrics_for: MetricsFor | None = None,
+) -> None:
+    """The operator as a coroutine (tests and the demo run it in-process)."""
+    kwargs = run_kwargs(settings, metrics_for=metrics_for)
+    await kopf.operator(stop_flag=stop_flag, ready_flag=ready_flag, **kwargs)  # type: ignore[arg-type]
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        settings = parse_settings(argv, os.environ)
+        _configure_logging(settings)
+    except SettingsError as exc:
+        print(f"latency-tuner run: {exc}", file=sys.stderr)
+        return 2
+    kopf.run(**run_kwargs(settings))  # type: ignore[arg-type]
+    return 0

@@ -1,0 +1,227 @@
+"""The kopf handlers: startup, probes, create/resume/update, a timer per LatencyTarget, and the
+finalizer that restores the original arguments on deletion (``onDelete: Restore``).
+
+Each handler is glue: it takes the clients from the memo, calls ``Reconciler.run`` under the
+object's lock (timers and change handlers may fire together), posts the events it returns and
+records the operator's metrics. Clients live in the ``kopf.Memo``, never in module globals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from latency_tuner.adapters.kubernetes.client import Conflict, KubernetesError, make_api_client
+from latency_tuner.adapters.kubernetes.deployments import Deployments
+from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
+from latency_tuner.adapters.kubernetes.nodes import Nodes
+from latency_tuner.adapters.metrics import MetricsError, MetricsSource
+from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
+from latency_tuner.api.resource import GROUP, PLURAL, VERSION, InvalidLatencyTarget, LatencyTarget
+from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.status import LatencyTargetStatus
+from latency_tuner.core.rollout import baseline_container
+from latency_tuner.reconcile import MetricsFor, Reconciler, ScrapePool
+from latency_tuner.settings import OperatorSettings
+from latency_tuner.telemetry import OperatorMetrics
+
+log = logging.getLogger("latency_tuner.operator")
+
+
+def build_registry(
+    config: OperatorSettings, *, metrics_for: MetricsFor | None = None
+) -> kopf.OperatorRegistry:
+    """A registry holding every handler, configured by ``config``.
+
+    ``metrics_for`` replaces the metrics sources the settings name (tests, benchmarks).
+    """
+    registry = kopf.OperatorRegistry()
+    resource = (GROUP, VERSION, PLURAL)
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # The same credentials as our own client: in-cluster, else --kubeconfig / KUBECONFIG.
+        return connection_info(make_api_client(config.kubeconfig).configuration)
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        # Progress and diff-base in annotations: .status belongs to the LatencyTarget's users.
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+            prefix="latencytuner.io"
+        )
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+            prefix="latencytuner.io"
+        )
+        settings.persistence.finalizer = "latencytuner.io/restore"
+        settings.posting.level = logging.WARNING  # kopf's own log lines do not become Events
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        api_client = await asyncio.to_thread(make_api_client, config.kubeconfig)
+        metrics = OperatorMetrics()
+        scrape = ScrapePool() if config.metrics_source == "scrape" else None
+        memo.metrics = metrics
+        memo.scrape = scrape
+        memo.locks = defaultdict(asyncio.Lock)
+        memo.deployments = Deployments(api_client)
+        memo.reconciler = Reconciler(
+            deployments=memo.deployments,
+            nodes=Nodes(api_client),
+            latencytargets=LatencyTargets(api_client),
+            metrics_for=metrics_for or _metrics_factory(config, scrape),
+            pod_targets=scrape.set_targets if scrape is not None else None,
+        )
+        if config.metrics_port:
+            start_http_server(config.metrics_port, addr="0.0.0.0", registry=metrics.registry)
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        scrape: ScrapePool | None = memo.get("scrape")
+        if scrape is not None:
+            await scrape.close()
+
+    @kopf.on.probe(id="latencyTargets", registry=registry)
+    def probe(memo: kopf.Memo, **_: Any) -> int:
+        return len(memo.get("locks") or {})
+
+    @kopf.on.resume(*resource, registry=registry)
+    @kopf.on.create(*resource, registry=registry)
+    @kopf.on.update(*resource, field="spec", registry=registry)
+    async def changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        await _reconcile(body, memo)
+
+    @kopf.timer(*resource, interval=config.interval_seconds, sharp=False, registry=registry)
+    async def tick(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        await _reconcile(body, memo)
+
+    @kopf.on.delete(*resource, registry=registry, when=_restore_wanted)
+    async def restore(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        await _restore(body, memo)
+
+    @kopf.on.delete(*resource, registry=registry, optional=True)
+    async def forget(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        memo.metrics.forget(namespace, name)
+        if memo.get("scrape") is not None:
+            await memo.scrape.forget(namespace, name)
+        memo.locks.pop((namespace, name), None)
+
+    return registry
+
+
+def connection_info(c: Any) -> kopf.ConnectionInfo:
+    """kopf's connection settings from a ``kubernetes.client.Configuration``."""
+    header = c.get_api_key_with_prefix("BearerToken") or c.get_api_key_with_prefix("authorization")
+    parts = header.split(" ", 1) if header else []
+    scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, parts[0] if parts else None)
+    return kopf.ConnectionInfo(
+        server=c.host,
+        ca_path=c.ssl_ca_cert,
+        insecure=not c.verify_ssl,
+        scheme=scheme,
+        token=token,
+        certificate_path=c.cert_file,
+        private_key_path=c.key_file,
+    )
+
+
+def _restore_wanted(spec: kopf.Spec, **_: Any) -> bool:
+    return spec.get("onDelete") == "Restore"
+
+
+def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> MetricsFor:
+    sources: dict[str, PrometheusSource] = {}
+    token = config.prometheus_bearer_token
+
+    async def metrics_for(spec: LatencyTargetSpec, namespace: str, name: str) -> MetricsSource:
+        if scrape is not None:
+            return await scrape.source(spec, namespace, name)
+        url = config.prometheus_url
+        if spec.metrics.prometheus_url:
+            if not config.allow_per_resource_prometheus_url:
+                raise MetricsError(
+                    "spec.metrics.prometheusUrl is set but this operator does not allow "
+                    "per-resource Prometheus URLs (--allow-per-resource-prometheus-url)"
+                )
+            url = spec.metrics.prometheus_url
+        if url is None:
+            raise MetricsError("no Prometheus URL configured")
+        if url not in sources:
+            bearer = token
+            if bearer is None and config.prometheus_bearer_token_file:
+                path = Path(config.prometheus_bearer_token_file)
+                bearer = (await asyncio.to_thread(path.read_text)).strip()
+            sources[url] = PrometheusSource(
+                PrometheusSettings(
+                    url=url,
+                    bearer_token=bearer,
+                    ca_file=config.prometheus_ca_file,
+                    timeout_seconds=config.prometheus_timeout_seconds,
+                )
+            )
+        return sources[url]
+
+    return metrics_for
+
+
+async def _reconcile(body: kopf.Body, memo: kopf.Memo) -> None:
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    metrics: OperatorMetrics = memo.metrics
+    async with memo.locks[(namespace, name)]:
+        with metrics.reconcile_seconds.time():
+            try:
+                outcome = await memo.reconciler.run(dict(body))
+            except KubernetesError as exc:
+                metrics.errors.labels("kubernetes").inc()
+                raise kopf.TemporaryError(f"Kubernetes API: {exc}", delay=10) from exc
+    before = LatencyTargetStatus.model_validate(body.get("status") or {})
+    after = outcome.status
+    for note in outcome.notes:
+        metrics.events.labels(note.reason).inc()
+        kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+    metrics.patches.inc(outcome.patched)
+    if after is None:
+        return
+    finished = {t.id for t in after.trials} - {t.id for t in before.trials}
+    for trial in after.trials:
+        if trial.id in finished and trial.verdict is not None:
+            metrics.trials.labels(trial.verdict.value).inc()
+    if any(n.reason in ("Reverting", "TrialFailed") for n in outcome.notes):
+        metrics.rollbacks.inc()
+    try:
+        spec = LatencyTarget.from_manifest(dict(body)).spec
+    except InvalidLatencyTarget:
+        return
+    metrics.record_status(namespace, name, spec, after)
+
+
+async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:
+    """Put the container back as it was before the first change, then let the object go."""
+    status = LatencyTargetStatus.model_validate(body.get("status") or {})
+    spec = body.get("spec") or {}
+    ref = spec.get("targetRef") or {}
+    namespace = body["metadata"]["namespace"]
+    if status.baseline is None:
+        return
+    deployments: Deployments = memo.deployments
+    view = await deployments.get(namespace=namespace, name=ref.get("name", ""))
+    if view is None:
+        return
+    original = baseline_container(status.baseline)
+    container = ref.get("container")
+    if view.container_config(container).fingerprint() == original.fingerprint():
+        return
+    try:
+        await deployments.patch_container(view, container=container, config=original)
+    except Conflict as exc:
+        raise kopf.TemporaryError("the Deployment changed while restoring", delay=2) from exc
+    kopf.info(
+        body,
+        reason="Restored",
+        message=f"restored the original arguments of Deployment {view.name}",
+    )
