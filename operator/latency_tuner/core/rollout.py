@@ -288,7 +288,7 @@ def _preconditions(r: _Round, facts: Facts) -> str | None:
             facts.hardware,
             r.spec.knobs,
         )
-        r.update(diagnosis=_diagnosis_status(diagnosis))
+        r.update(diagnosis=diagnosis_status(diagnosis))
     if problem is None:
         message = f"tuning Deployment {ref.name}"
         if facts.controller_owner:
@@ -437,7 +437,7 @@ def _observing(r: _Round, facts: Facts, current: WindowResult | None) -> Decisio
             r.spec.knobs,
             min_requests=r.spec.evaluation.min_requests,
         )
-        r.update(diagnosis=_diagnosis_status(diagnosis))
+        r.update(diagnosis=diagnosis_status(diagnosis))
         return r.decision("no usable window: nothing to act on")
     r.update(observed=_snapshot(r, obs))
     diagnosis = diagnose(
@@ -448,7 +448,7 @@ def _observing(r: _Round, facts: Facts, current: WindowResult | None) -> Decisio
         r.spec.knobs,
         min_requests=r.spec.evaluation.min_requests,
     )
-    r.update(diagnosis=_diagnosis_status(diagnosis))
+    r.update(diagnosis=diagnosis_status(diagnosis))
     result = score(obs, r.spec.objectives)
     if result.met:
         r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
@@ -859,7 +859,7 @@ def _snapshot(r: _Round, obs: Observation) -> MetricSnapshot:
     )
 
 
-def _diagnosis_status(d: Diagnosis) -> DiagnosisStatus:
+def diagnosis_status(d: Diagnosis) -> DiagnosisStatus:
     return DiagnosisStatus(
         bottleneck=d.bottleneck.value,
         findings=[*(f.value for f in d.findings), *d.conclusions],
