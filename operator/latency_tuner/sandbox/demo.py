@@ -1,0 +1,278 @@
+"""`latency-tuner demo`: the whole loop on one machine, no cluster, no GPU.
+
+Starts the sandbox (API emulator, simulated vLLM pods, Prometheus when installed, load), the
+operator as its own process, applies the scenario's LatencyTarget, prints the progress as the
+operator works (phase, trial, change, TTFT/ITL against the targets, verdicts), and ends with a
+report (Markdown, a PNG plot, JSON). Exit code 0 when the scenario's expectations hold.
+
+``DemoRun`` is the same machinery as a library, for the e2e tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from latency_tuner.api.durations import format_duration
+from latency_tuner.sandbox.cluster import Sandbox
+from latency_tuner.sandbox.operator_process import OperatorProcess
+from latency_tuner.sandbox.report import DemoResult, write
+from latency_tuner.sandbox.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
+
+DEFAULT_SCENARIO = "queueing"
+LT_API = "tuning.latencytuner.io/v1alpha1"
+FINAL_PHASES = {"Converged", "Exhausted", "Failed"}
+
+
+class DemoRun:
+    """A scenario's sandbox with the operator running against it."""
+
+    def __init__(self, sandbox: Sandbox, operator: OperatorProcess, scenario: Scenario) -> None:
+        self.sandbox = sandbox
+        self.operator = operator
+        self.scenario = scenario
+
+    @property
+    def name(self) -> str:
+        return str(self.scenario.latency_target_manifest()["metadata"]["name"])
+
+    async def target(self) -> dict[str, Any]:
+        obj = await self.sandbox.get(LT_API, "LatencyTarget", self.name, self.sandbox.namespace)
+        return dict(obj or {})
+
+    async def status(self) -> dict[str, Any]:
+        return dict((await self.target()).get("status") or {})
+
+    async def container_args(self) -> list[str]:
+        dep = await self.sandbox.get(
+            "apps/v1", "Deployment", self.scenario.deployment_name, self.sandbox.namespace
+        )
+        assert dep is not None
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        return [*(container.get("command") or []), *(container.get("args") or [])]
+
+    async def events(self) -> list[dict[str, str]]:
+        items = await self.sandbox.list("v1", "Event", self.sandbox.namespace)
+        mine = [e for e in items if (e.get("involvedObject") or {}).get("kind") == "LatencyTarget"]
+        mine.sort(key=lambda e: e["metadata"].get("creationTimestamp", ""))
+        return [
+            {
+                "type": e.get("type", ""),
+                "reason": e.get("reason", ""),
+                "message": e.get("message", ""),
+            }
+            for e in mine
+        ]
+
+    async def wait_for(
+        self,
+        check: Callable[[dict[str, Any]], bool],
+        *,
+        within: float,
+        on_status: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
+        """Poll the status until ``check`` holds; the last status either way (None on timeout
+        is never returned: the caller checks ``check`` on the result)."""
+        deadline = time.monotonic() + within
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            status = await self.status()
+            if on_status is not None:
+                on_status(status)
+            if check(status):
+                return status
+            await asyncio.sleep(1.0)
+        return status
+
+
+@contextlib.asynccontextmanager
+async def demo_run(
+    scenario: Scenario, *, workdir: Path, prometheus: bool | None = None, interval: str = "1s"
+) -> AsyncIterator[DemoRun]:
+    """The sandbox and the operator process, with the LatencyTarget not yet applied."""
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    async with Sandbox(scenario, prometheus=prometheus, workdir=workdir / "sandbox") as sandbox:
+        operator = OperatorProcess(
+            kubeconfig=sandbox.kubeconfig_path,
+            namespace=sandbox.namespace,
+            log_path=workdir / "operator.log",
+            prometheus_url=sandbox.prometheus_url,
+            interval=interval,
+        )
+        await asyncio.to_thread(operator.start)
+        try:
+            yield DemoRun(sandbox, operator, scenario)
+        finally:
+            await asyncio.to_thread(operator.stop)
+
+
+class Progress:
+    """Prints a line whenever the phase, the trial or the verdicts change."""
+
+    def __init__(self, out: TextIO, objectives: dict[str, Any], started: float) -> None:
+        self.out = out
+        self.objectives = objectives
+        self.started = started
+        self.last = ""
+
+    def __call__(self, status: dict[str, Any]) -> None:
+        trial = status.get("currentTrial") or {}
+        observed = status.get("observed") or {}
+        parts = [status.get("phase", "Pending")]
+        if trial:
+            change = f"{trial.get('knob')} {trial.get('from')} -> {trial.get('to')}"
+            parts.append(f"trial {trial.get('id')}: {change}")
+        for name in ("ttft", "itl"):
+            goal = self.objectives.get(name)
+            seen = observed.get(f"{name}Seconds")
+            if goal and seen is not None:
+                mark = "ok" if seen <= goal["thresholdSeconds"] else "over"
+                parts.append(
+                    f"{name.upper()} p{goal['percentile']} {format_duration(seen)} "
+                    f"(target {format_duration(goal['thresholdSeconds'])}, {mark})"
+                )
+        done = status.get("trials") or []
+        if done:
+            parts.append(
+                "verdicts: "
+                + ", ".join(f"{t.get('knob')}={t.get('to')} {t.get('verdict')}" for t in done)
+            )
+        line = " | ".join(parts)
+        if line != self.last:
+            self.last = line
+            print(f"[{time.monotonic() - self.started:6.1f}s] {line}", file=self.out, flush=True)
+
+
+def objectives_of(scenario: Scenario) -> dict[str, Any]:
+    spec = scenario.latency_target_model().spec
+    out: dict[str, Any] = {}
+    for name in ("ttft", "itl", "e2e"):
+        goal = getattr(spec.objectives, name)
+        if goal is not None:
+            out[name] = {
+                "percentile": int(goal.percentile),
+                "thresholdSeconds": goal.threshold_seconds,
+            }
+    return out
+
+
+def _met(status: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "TargetsMet" and c.get("status") == "True"
+        for c in status.get("conditions", [])
+    )
+
+
+def _finished(status: dict[str, Any]) -> bool:
+    return status.get("phase") in FINAL_PHASES and not status.get("currentTrial")
+
+
+async def run_demo(
+    scenario: Scenario,
+    *,
+    workdir: Path,
+    within: float,
+    out: TextIO,
+    prometheus: bool | None = None,
+) -> DemoResult:
+    started = time.monotonic()
+    objectives = objectives_of(scenario)
+    print(f"scenario {scenario.name}: {scenario.description.strip()}", file=out, flush=True)
+    async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
+        source = "Prometheus" if run.sandbox.prometheus_url else "direct scrape"
+        print(f"sandbox ready: {len(run.sandbox.pods())} pod(s), metrics from {source}", file=out)
+        initial_args = await run.container_args()
+        await run.sandbox.apply_latency_target()
+        status = await run.wait_for(
+            _finished, within=within, on_status=Progress(out, objectives, started)
+        )
+        final_args = await run.container_args()
+        events = await run.events()
+    expect = scenario.expect
+    problems = []
+    met = _met(status)
+    trials = list(status.get("trials") or [])
+    if not _finished(status):
+        problems.append(f"did not finish within {within:.0f} s (phase {status.get('phase')})")
+    if expect is not None:
+        if met != expect.targets_met:
+            problems.append(f"targetsMet is {met}, expected {expect.targets_met}")
+        if expect.max_trials is not None and len(trials) > expect.max_trials:
+            problems.append(f"{len(trials)} trials, expected at most {expect.max_trials}")
+    return DemoResult(
+        scenario=scenario.name,
+        description=scenario.description,
+        targets_met=met,
+        phase=str(status.get("phase")),
+        trials=trials,
+        initial_args=initial_args,
+        final_args=final_args,
+        observed=dict(status.get("observed") or {}),
+        objectives=objectives,
+        duration_seconds=time.monotonic() - started,
+        expectations_held=not problems,
+        problems=problems,
+        events=events,
+        diagnosis=dict(status.get("diagnosis") or {}),
+        metrics_source=source,
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="latency-tuner demo",
+        description="Run the whole loop locally: a sandbox cluster, simulated vLLM pods, "
+        "Prometheus (when installed), load, and the operator converging.",
+    )
+    p.add_argument(
+        "--scenario",
+        default=DEFAULT_SCENARIO,
+        help=f"a shipped scenario ({', '.join(list_scenarios())}) or a scenario YAML file",
+    )
+    p.add_argument("--timeout", type=float, default=600, help="seconds before giving up")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--report", type=Path, help="folder for report.md, trials.png, result.json")
+    p.add_argument(
+        "--no-prometheus",
+        action="store_true",
+        help="use the operator's direct scrape even when Prometheus is installed",
+    )
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parser().parse_args(list(argv))
+    try:
+        scenario = load_scenario(args.scenario)
+    except ScenarioError as exc:
+        print(f"latency-tuner demo: {exc}", file=sys.stderr)
+        return 2
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    folder = args.report or Path("reports") / f"demo-{scenario.name}-{stamp}"
+    progress = sys.stderr if args.json else sys.stdout
+    result = asyncio.run(
+        run_demo(
+            scenario,
+            workdir=folder / "run",
+            within=args.timeout,
+            out=progress,
+            prometheus=False if args.no_prometheus else None,
+        )
+    )
+    page = write(result, folder)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print()
+        print(page.read_text())
+        log = folder / "run" / "operator.log"
+        print(f"report: {page}  plot: {folder / 'trials.png'}  operator log: {log}")
+    return 0 if result.expectations_held else 1
