@@ -92,7 +92,7 @@ class MetricSnapshot(StatusModel):
     generation_tokens_mean: float | None = Field(default=None, ge=0)
     """Mean generated length in tokens."""
     concurrency: float | None = Field(default=None, ge=0)
-    """Mean number of running requests."""
+    """Mean number of requests in flight (running and waiting)."""
     window: str | None = None
     """Length of the window, e.g. "5m"."""
     requests: int | None = Field(default=None, ge=0)

@@ -36,6 +36,7 @@ class LoadFingerprint(BaseModel):
 
         return {
             "request_rate": rel(self.request_rate, other.request_rate),
+            "concurrency_mean": rel(self.concurrency_mean, other.concurrency_mean),
             "prompt_tokens_mean": rel(self.prompt_tokens_mean, other.prompt_tokens_mean),
             "generation_tokens_mean": rel(
                 self.generation_tokens_mean, other.generation_tokens_mean
@@ -43,12 +44,20 @@ class LoadFingerprint(BaseModel):
         }
 
     def comparable_to(self, other: LoadFingerprint, tolerance: float) -> bool:
-        """Same offered load within ``tolerance`` (relative) on rate and request shape.
+        """The same offered load within ``tolerance`` (relative).
 
-        Concurrency is not compared: it is an effect of the configuration (a slower server holds
-        more requests in flight at the same arrival rate), not a property of the load.
+        Requests must have the same shape (prompt and output length). The offered amount is the
+        arrival rate for open-loop clients and the requests in flight for closed-loop ones, and
+        a change of configuration moves the other one (a faster server completes more requests
+        per second for the same closed-loop clients, and holds fewer in flight at the same
+        arrival rate): so the load is the same when either of the two stayed.
         """
-        return all(d <= tolerance for d in self.relative_differences(other).values())
+        d = self.relative_differences(other)
+        same_shape = d["prompt_tokens_mean"] <= tolerance and (
+            d["generation_tokens_mean"] <= tolerance
+        )
+        same_amount = d["request_rate"] <= tolerance or d["concurrency_mean"] <= tolerance
+        return same_shape and same_amount
 
 
 class Observation(BaseModel):

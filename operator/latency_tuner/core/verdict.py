@@ -133,6 +133,7 @@ def _details(before: Score, after: Score) -> str:
 
 _LOAD_LABELS = {
     "request_rate": ("request rate", "/s"),
+    "concurrency_mean": ("requests in flight", ""),
     "prompt_tokens_mean": ("mean prompt", " tokens"),
     "generation_tokens_mean": ("mean output", " tokens"),
 }

@@ -81,7 +81,12 @@ def test_after_a_revert_the_next_rung_is_not_tried_under_the_same_load() -> None
 
 def test_a_change_tried_under_a_different_load_may_be_tried_again() -> None:
     window = queueing()
-    other = window.load.model_copy(update={"request_rate": window.load.request_rate * 2})
+    other = window.load.model_copy(
+        update={
+            "request_rate": window.load.request_rate * 2,
+            "concurrency_mean": window.load.concurrency_mean * 2,
+        }
+    )
     history = [record(None, "512", Verdict.REVERT, other)]
     change = next_change(window, command_line(), history)
     assert isinstance(change, Change)

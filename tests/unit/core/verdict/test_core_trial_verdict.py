@@ -105,10 +105,23 @@ def test_a_different_load_is_inconclusive_and_says_which_numbers_moved() -> None
 
 
 def test_a_load_change_within_tolerance_is_still_comparable() -> None:
-    j = verdict(window(0.82), window(0.5, request_rate=2.4))
+    busier = window(0.5, request_rate=2.4, running_mean=9.6)
+    j = verdict(window(0.82), busier)
     assert j.outcome is Outcome.KEEP
-    j = verdict(window(0.82), window(0.5, request_rate=2.4), load_tolerance=0.1)
+    j = verdict(window(0.82), busier, load_tolerance=0.1)
     assert j.outcome is Outcome.INCONCLUSIVE
+
+
+def test_closed_loop_clients_served_faster_are_the_same_load() -> None:
+    # The same 8 clients in flight complete twice the requests once the server is faster.
+    j = verdict(window(0.82), window(0.4, request_rate=4.0))
+    assert j.outcome is Outcome.KEEP
+
+
+def test_open_loop_arrivals_held_in_flight_for_less_time_are_the_same_load() -> None:
+    # The same arrival rate keeps fewer requests in flight once the server is faster.
+    j = verdict(window(0.82), window(0.4, running_mean=3.0))
+    assert j.outcome is Outcome.KEEP
 
 
 @pytest.mark.parametrize("which", ["baseline", "trial"])
