@@ -121,6 +121,9 @@ CATALOG: dict[KnobName, Knob] = {
 
 # Ladders (DESIGN: numeric knobs step along a ladder in the diagnosed direction).
 BATCHED_TOKENS_LADDER: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+# The chunk budget set when chunked prefill is turned on against prefill interference: vLLM's
+# optimization guide names 2048 as the budget for better ITL.
+CHUNKED_PREFILL_BUDGET = 2048
 MAX_NUM_SEQS_LADDER: tuple[int, ...] = tuple(2**i for i in range(4, 13))  # 16 .. 4096
 TENSOR_PARALLEL_LADDER: tuple[int, ...] = (1, 2, 4, 8)
 GPU_MEMORY_STEP = 0.03  # about 3% of an 80 GB GPU: ~2.4 GB more KV cache per step
@@ -182,12 +185,17 @@ class Change:
     reason: str
     from_effective: str = ""
     variant: QuantizationVariant | None = None
+    # Flags that belong to this change and are set with it: (vLLM flag, value). Enabling
+    # chunked prefill sets the chunk budget too, since chunking with the budget vLLM keeps
+    # from the unchunked setting (>= max-model-len) splits nothing.
+    companions: tuple[tuple[str, str], ...] = ()
 
     def describe(self) -> str:
         """ "maxNumBatchedTokens 2048 -> 4096"."""
         before = self.from_value if self.from_value is not None else f"{self.from_effective}"
         after = self.to_value if self.to_value is not None else "(removed)"
-        return f"{self.knob} {before or '(default)'} -> {after}"
+        extra = "".join(f" with --{flag}={value}" for flag, value in self.companions)
+        return f"{self.knob} {before or '(default)'} -> {after}{extra}"
 
 
 @dataclass(frozen=True)
@@ -202,6 +210,16 @@ class AppliedChange:
 
 def apply(change: Change, cl: VllmCommandLine) -> AppliedChange:
     """``cl`` with ``change`` applied. Pure; raises ValueError for a change it cannot apply."""
+    applied = _apply_main(change, cl)
+    if not change.companions:
+        return applied
+    new = applied.command_line
+    for flag, value in change.companions:
+        new = new.with_value(flag, value)
+    return AppliedChange(new, image=applied.image, gpu_limit=applied.gpu_limit)
+
+
+def _apply_main(change: Change, cl: VllmCommandLine) -> AppliedChange:
     knob = CATALOG[change.knob]
     if change.knob in (KnobName.CPU_OFFLOAD, KnobName.ENFORCE_EAGER):
         return AppliedChange(cl.without(knob.flag))

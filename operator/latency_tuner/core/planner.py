@@ -17,7 +17,7 @@ the diagnosis still pulls that way and the next rung is open ("continue while it
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from latency_tuner.api.spec import Knobs
 from latency_tuner.api.status import Trial, Verdict
@@ -25,10 +25,11 @@ from latency_tuner.core import candidates
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis
-from latency_tuner.core.evidence import Finding
+from latency_tuner.core.evidence import Bottleneck, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import (
     CATALOG,
+    CHUNKED_PREFILL_BUDGET,
     Change,
     KnobName,
     format_number,
@@ -125,10 +126,33 @@ def plan(
             ruled_out.append(why_not)
     follow = _continuation(open_, history, config, hardware)
     if follow:
-        return _change(follow[0], config, cv, continuing=True)
+        return _with_companions(_change(follow[0], config, cv, continuing=True), cv, knobs)
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out)
-    return _change(open_[0], config, cv, continuing=False)
+    return _with_companions(_change(open_[0], config, cv, continuing=False), cv, knobs)
+
+
+def _with_companions(change: Change, cv: ConfigView, knobs: Knobs) -> Change:
+    """Chunked prefill against prefill interference comes with a chunk budget: turned on
+    alone it keeps the budget vLLM needed without chunking (at least max-model-len), and a long
+    prompt still goes in one step that stalls every decode."""
+    bounds = knobs.max_num_batched_tokens
+    if (
+        change.knob is not KnobName.CHUNKED_PREFILL
+        or change.bottleneck is not Bottleneck.PREFILL_INTERFERENCE
+        or bounds is None
+        or cv.max_num_batched_tokens <= CHUNKED_PREFILL_BUDGET
+    ):
+        return change
+    budget = min(max(CHUNKED_PREFILL_BUDGET, bounds.min), bounds.max)
+    if budget >= cv.max_num_batched_tokens:
+        return change
+    return replace(
+        change,
+        companions=(("max-num-batched-tokens", str(budget)),),
+        reason=f"{change.reason}; with max-num-batched-tokens {budget} so that each prefill "
+        "chunk stalls the decodes for one short step",
+    )
 
 
 def _ruled_out(

@@ -21,7 +21,7 @@ from tests.unit.core.builders import (
 
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import Change, KnobClass, KnobName
+from latency_tuner.core.knobs import Change, KnobClass, KnobName, apply
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import Exhausted, TrialRecord, plan
 from latency_tuner.vllm.args import VllmCommandLine
@@ -317,3 +317,32 @@ def test_the_step_budget_never_falls_below_a_written_max_num_seqs() -> None:
     # An unwritten max-num-seqs follows the budget down on its own.
     listed, _, _ = candidates_for(interference(), H100, command_line(), objectives(itl="50ms"))
     assert KnobName.MAX_NUM_BATCHED_TOKENS in listed
+
+
+def test_chunked_prefill_against_interference_comes_with_a_small_chunk_budget() -> None:
+    cl = command_line("--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192")
+    _, _, change = candidates_for(interference(), H100, cl)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.CHUNKED_PREFILL, "true")
+    assert change.companions == (("max-num-batched-tokens", "2048"),)
+    assert change.describe().endswith("-> true with --max-num-batched-tokens=2048")
+    applied = apply(change, cl)
+    assert applied.command_line.flag_enabled("enable-chunked-prefill") is True
+    assert applied.command_line.get("max-num-batched-tokens") == "2048"
+
+
+def test_the_chunk_budget_stays_within_the_allowed_bounds() -> None:
+    cl = command_line("--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192")
+    _, _, change = candidates_for(
+        interference(), H100, cl, maxNumBatchedTokens={"min": 4096, "max": 16384}
+    )
+    assert isinstance(change, Change)
+    assert change.companions == (("max-num-batched-tokens", "4096"),)
+
+
+def test_no_chunk_budget_is_set_when_the_batched_tokens_knob_is_off_limits() -> None:
+    cl = command_line("--no-enable-chunked-prefill", "--max-num-batched-tokens", "8192")
+    _, _, change = candidates_for(interference(), H100, cl, maxNumBatchedTokens=None)
+    assert isinstance(change, Change)
+    assert change.knob is KnobName.CHUNKED_PREFILL
+    assert change.companions == ()
