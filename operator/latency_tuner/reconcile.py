@@ -89,6 +89,15 @@ class Reconciler:
     async def run(self, body: Mapping[str, Any]) -> Outcome:
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        # The body a handler was given may predate the status our previous reconcile wrote
+        # (a change handler queued behind the lock, a watch event not yet arrived): deciding
+        # on that stale status could start a second trial or mistake our own patch for an
+        # outside change. The status is our memory, so read it fresh.
+        fresh = await self.latencytargets.get(namespace=namespace, name=name)
+        if fresh is None:
+            return Outcome()
+        body = fresh
+        meta = body.get("metadata") or {}
         generation = int(meta.get("generation") or 1)
         status = LatencyTargetStatus.model_validate(body.get("status") or {})
         outcome = Outcome(status=status)

@@ -28,7 +28,7 @@ class OperatorSettings:
     metrics_source: Literal["prometheus", "scrape"] = "prometheus"
     namespaces: tuple[str, ...] = ()  # empty: cluster-wide
     interval_seconds: float = 30.0
-    log_level: str = "info"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["plain", "json"] = "plain"
     standalone: bool = True
     peering_name: str = "latency-tuner"
@@ -50,15 +50,20 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "metrics-source": ("prometheus, or scrape (read pods' /metrics directly)", "choice"),
     "namespaces": ("comma-separated namespaces to watch; empty for the whole cluster", "list"),
     "interval": ("how often each LatencyTarget is reconciled, e.g. 30s", "duration"),
-    "log-level": ("debug, info, warning or error", "str"),
+    "log-level": ("debug, info, warning or error", "choice"),
     "log-format": ("plain or json", "choice"),
     "standalone": ("run without peering (one replica); false to elect a leader", "bool"),
     "peering-name": ("kopf peering object name used for leader election", "str"),
     "metrics-port": ("port of the operator's own /metrics", "int"),
     "probe-port": ("port of the liveness endpoint /healthz", "int"),
     "kubeconfig": ("kubeconfig file (default: in-cluster, then ~/.kube/config)", "str"),
+    "verbose": ("debug logging of kopf itself", "bool"),
 }  # fmt: skip
-_CHOICES = {"metrics-source": ("prometheus", "scrape"), "log-format": ("plain", "json")}
+_CHOICES = {
+    "metrics-source": ("prometheus", "scrape"),
+    "log-format": ("plain", "json"),
+    "log-level": ("debug", "info", "warning", "error"),
+}
 
 
 class SettingsError(ValueError):
@@ -86,17 +91,27 @@ def parser() -> argparse.ArgumentParser:
     )
     for flag, (text, kind) in _FLAGS.items():
         boolean = kind == "bool"
+        # No argparse `choices`: a bad value must be the same SettingsError whether it came
+        # from a flag or from the environment.
         p.add_argument(
             f"--{flag}",
             default=None,
             help=f"{text} [{_env_name(flag)}]",
-            choices=_CHOICES.get(flag),
-            metavar=None if kind == "choice" else "VALUE",
+            metavar="{" + ",".join(_CHOICES[flag]) + "}" if kind == "choice" else "VALUE",
             nargs="?" if boolean else None,  # `--standalone` alone means true
             const="true" if boolean else None,
         )
-    p.add_argument("--verbose", action="store_true", help="debug logging of kopf itself")
     return p
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise SettingsError(f"{what}: {text!r} is not a whole number") from None
+    if not 0 <= value <= 65535:
+        raise SettingsError(f"{what}: {value} is not a port number (0-65535; 0 turns it off)")
+    return value
 
 
 def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorSettings:
@@ -113,20 +128,28 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorS
             continue
         try:
             if kind == "duration":
-                values[f"{attr}_seconds"] = parse_duration(raw)
+                seconds = parse_duration(raw)
+                if seconds <= 0:  # an interval of 0 would spin; a timeout of 0 always fails
+                    raise SettingsError(f"{what}: {raw!r} must be longer than zero")
+                values[f"{attr}_seconds"] = seconds
             elif kind == "bool":
                 values[attr] = _bool(raw, what)
             elif kind == "int":
-                values[attr] = int(raw)
+                values[attr] = _int(raw, what)
             elif kind == "list":
                 values[attr] = tuple(x.strip() for x in raw.split(",") if x.strip())
-            elif kind == "choice" and raw not in _CHOICES[flag]:
-                raise SettingsError(f"{what}: {raw!r} is not one of {', '.join(_CHOICES[flag])}")
+            elif kind == "choice":
+                choice = raw.strip().lower() if flag == "log-level" else raw
+                if choice not in _CHOICES[flag]:
+                    choices = ", ".join(_CHOICES[flag])
+                    raise SettingsError(f"{what}: {raw!r} is not one of {choices}")
+                values[attr] = choice
             else:
                 values[attr] = raw
+        except SettingsError:
+            raise
         except ValueError as exc:
             raise SettingsError(f"{what}: {exc}") from exc
-    values["verbose"] = ns.verbose
     settings = OperatorSettings(**values)  # type: ignore[arg-type]
     if settings.metrics_source == "prometheus" and not settings.prometheus_url:
         raise SettingsError(

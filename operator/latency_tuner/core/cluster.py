@@ -73,7 +73,9 @@ class RolloutFacts:
 
     def failure(self, fingerprint: str) -> str | None:
         """Why the rollout to ``fingerprint`` is failing, or None while it may still succeed."""
-        if self.progress_deadline_exceeded:
+        # The Deployment's conditions speak of the template it last observed: a deadline
+        # exceeded by an earlier template (before our patch was seen) is not this rollout's.
+        if self.progress_deadline_exceeded and self.observed_generation >= self.generation:
             return "ProgressDeadlineExceeded: the Deployment made no progress within its deadline"
         for pod in self.pods:
             if pod.config_fingerprint not in (None, fingerprint):
@@ -105,7 +107,7 @@ def container_patch(
         if value is None:
             if key in current:
                 ops.append({"op": "remove", "path": f"{base}/{key}"})
-        else:
+        elif list(value) != current.get(key):
             ops.append({"op": "add", "path": f"{base}/{key}", "value": list(value)})
     if config.image and config.image != current.get("image"):
         ops.append({"op": "replace", "path": f"{base}/image", "value": config.image})

@@ -22,6 +22,7 @@ Transitions (``TRANSITIONS`` below is the table; a test walks it)::
     Converged | Exhausted -> Observing (after the cooldown, or a new spec)
     any -> Paused (spec.paused, or someone else changed the container mid-trial)
     any -> Failed (no Deployment, no such container, not vLLM, another LatencyTarget owns it)
+    Paused | Failed -> Observing, or back into the trial in flight (RollingOut | RollingBack)
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     Phase.CONVERGED: frozenset({Phase.CONVERGED, Phase.OBSERVING}),
     Phase.EXHAUSTED: frozenset({Phase.EXHAUSTED, Phase.OBSERVING}),
     Phase.PAUSED: frozenset({Phase.PAUSED, Phase.OBSERVING, Phase.ROLLING_OUT, Phase.ROLLING_BACK}),
-    Phase.FAILED: frozenset({Phase.FAILED, Phase.OBSERVING}),
+    Phase.FAILED: frozenset({Phase.FAILED, Phase.OBSERVING, Phase.ROLLING_OUT, Phase.ROLLING_BACK}),
 }
 # Any phase may also go to Paused or Failed (see the module docstring).
 ALWAYS_ALLOWED: frozenset[Phase] = frozenset({Phase.PAUSED, Phase.FAILED})
@@ -132,6 +133,7 @@ class Decision:
     notes: tuple[Note, ...] = ()
     again: bool = False  # decide again at once (the status now allows the next step)
     reason: str = ""
+    transitions: tuple[tuple[Phase, Phase], ...] = ()  # every phase change taken, in order
 
 
 # ---- which windows to measure ----------------------------------------------------------------
@@ -172,6 +174,7 @@ class _Round:
         self.notes: list[Note] = []
         self.apply: ContainerConfig | None = None
         self.again = False
+        self.transitions: list[tuple[Phase, Phase]] = []
 
     @property
     def stamp(self) -> str:
@@ -182,6 +185,7 @@ class _Round:
 
     def phase(self, phase: Phase) -> None:
         if phase is not self.status.phase:
+            self.transitions.append((self.status.phase, phase))
             self.update(phase=phase, phase_since=self.stamp)
 
     def condition(self, type_: ConditionType, ok: bool | str, reason: str, message: str) -> None:
@@ -200,7 +204,9 @@ class _Round:
         return 0.0 if stamp is None else (self.now - parse_timestamp(stamp)).total_seconds()
 
     def decision(self, reason: str) -> Decision:
-        return Decision(self.status, self.apply, tuple(self.notes), self.again, reason)
+        return Decision(
+            self.status, self.apply, tuple(self.notes), self.again, reason, tuple(self.transitions)
+        )
 
 
 def decide(
@@ -226,10 +232,10 @@ def decide(
         return r.decision("paused")
     if r.status.drift_generation is not None:
         return r.decision("paused for an outside change until the spec changes")
-    if r.status.phase is Phase.PAUSED:
+    if r.status.phase in (Phase.PAUSED, Phase.FAILED):
+        # A trial interrupted by a pause or a blocked round (Deployment briefly gone, ...) is
+        # taken up where it stood, never dropped with its change still applied.
         _resume(r)
-    if r.status.phase is Phase.FAILED:
-        r.phase(Phase.OBSERVING)
     trial = r.status.current_trial
     fingerprint = facts.container.fingerprint()
     if trial is None:
@@ -343,6 +349,7 @@ def _fingerprints(trial: Trial) -> tuple[str, ...]:
 
 def _resume(r: _Round) -> None:
     trial = r.status.current_trial
+    was_paused = r.status.phase is Phase.PAUSED
     if trial is None:
         r.phase(Phase.OBSERVING)
     elif trial.verdict is not None:
@@ -352,7 +359,8 @@ def _resume(r: _Round) -> None:
         # and measure it afresh.
         r.update(current_trial=trial.model_copy(update={"measure_started_at": None}))
         r.phase(Phase.ROLLING_OUT)
-    r.note("Normal", "Resumed", "tuning resumed")
+    if was_paused or trial is not None:
+        r.note("Normal", "Resumed", "tuning resumed")
 
 
 def _adopt_outside_changes(r: _Round, fingerprint: str, facts: Facts) -> None:
@@ -605,7 +613,8 @@ def _rolling_out(r: _Round, facts: Facts) -> Decision:
             ConditionType.PROGRESSING, True, "RollingOut", f"trial {trial.id}: applying the change"
         )
         return r.decision("applying the trial's change")
-    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, trial.started_at)
+    # The deadline runs from entering RollingOut: after a resume, not from the trial's start.
+    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, r.status.phase_since)
     if failed is not None:
         return _fail_trial(r, trial, failed)
     assert facts.rollout is not None
@@ -852,7 +861,7 @@ def _snapshot(r: _Round, obs: Observation) -> MetricSnapshot:
         request_rate=obs.request_rate,
         prompt_tokens_mean=obs.prompt_tokens_mean,
         generation_tokens_mean=obs.generation_tokens_mean,
-        concurrency=obs.running_mean,
+        concurrency=obs.load.concurrency_mean if obs.running_mean is not None else None,
         window=format_duration(obs.window_seconds),
         requests=obs.requests,
         observed_at=r.stamp,

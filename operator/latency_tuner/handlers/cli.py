@@ -14,15 +14,9 @@ from latency_tuner.handlers.operator import build_registry
 from latency_tuner.reconcile import MetricsFor
 from latency_tuner.settings import OperatorSettings, SettingsError, parse_settings
 
-_LOG_LEVELS = {"debug": True, "info": False, "warning": False, "error": False}
-
 
 def _configure_logging(settings: OperatorSettings) -> None:
-    level = settings.log_level.lower()
-    if level not in _LOG_LEVELS:
-        raise SettingsError(
-            f"--log-level: {settings.log_level!r} is not one of debug, info, warning, error"
-        )
+    level = settings.log_level  # one of debug, info, warning, error (checked when parsed)
     kopf.configure(
         debug=level == "debug",
         verbose=settings.verbose or level == "debug",

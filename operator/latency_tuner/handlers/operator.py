@@ -205,7 +205,22 @@ async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:
     status = LatencyTargetStatus.model_validate(body.get("status") or {})
     spec = body.get("spec") or {}
     ref = spec.get("targetRef") or {}
-    namespace = body["metadata"]["namespace"]
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    # Under the object's lock: a reconcile in flight must not patch after the restore.
+    async with memo.locks[(namespace, name)]:
+        fresh = await memo.reconciler.latencytargets.get(namespace=namespace, name=name)
+        if fresh is not None:
+            status = LatencyTargetStatus.model_validate(fresh.get("status") or {})
+        await _restore_locked(body, memo, status, ref, namespace)
+
+
+async def _restore_locked(
+    body: kopf.Body,
+    memo: kopf.Memo,
+    status: LatencyTargetStatus,
+    ref: dict[str, Any],
+    namespace: str,
+) -> None:
     if status.baseline is None:
         return
     deployments: Deployments = memo.deployments
@@ -220,8 +235,10 @@ async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:
         await deployments.patch_container(view, container=container, config=original)
     except Conflict as exc:
         raise kopf.TemporaryError("the Deployment changed while restoring", delay=2) from exc
-    kopf.info(
+    # kopf.event, not kopf.info: info is filtered by settings.posting.level (WARNING here).
+    kopf.event(
         body,
+        type="Normal",
         reason="Restored",
         message=f"restored the original arguments of Deployment {view.name}",
     )

@@ -13,11 +13,14 @@ import asyncio
 import contextlib
 import copy
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import kopf
 
 from latency_tuner.adapters.metrics import SourceUnreachable
 from latency_tuner.api.crd import build_crd
@@ -25,7 +28,7 @@ from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
 from latency_tuner.core.promql import LabelMatcher
-from latency_tuner.handlers.cli import run_operator
+from latency_tuner.handlers.cli import run_kwargs
 from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.vllm.args import VllmCommandLine
@@ -66,18 +69,36 @@ def deployment(args: Sequence[str], *, name: str = DEPLOYMENT, **meta: Any) -> d
     }
 
 
-def latency_target(name: str = "llama-latency", **spec: Any) -> dict[str, Any]:
+def evaluation(**fields: Any) -> dict[str, Any]:
+    """Short windows (seconds) so a trial takes a few seconds; ``fields`` override."""
+    return {
+        "window": "3s",
+        "settle": "1s",
+        "minRequests": 10,
+        "progressDeadline": "4s",
+        "cooldown": "1h",
+        "maxTrials": 6,
+        **fields,
+    }
+
+
+# Only max-num-seqs may change: the planner's next step is predictable in these worlds.
+SEQS_ONLY = {
+    "prefixCaching": False,
+    "chunkedPrefill": False,
+    "maxNumBatchedTokens": None,
+    "gpuMemoryUtilization": None,
+    "maxNumSeqs": {"min": 16, "max": 1024},
+}
+
+
+def latency_target(
+    name: str = "llama-latency", *, target: str = DEPLOYMENT, **spec: Any
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "targetRef": {"name": DEPLOYMENT, "container": "vllm"},
+        "targetRef": {"name": target, "container": "vllm"},
         "objectives": {"ttft": {"percentile": 90, "threshold": "500ms"}},
-        "evaluation": {
-            "window": "3s",
-            "settle": "1s",
-            "minRequests": 10,
-            "progressDeadline": "4s",
-            "cooldown": "1h",
-            "maxTrials": 6,
-        },
+        "evaluation": evaluation(),
     }
     body.update(spec)
     return {
@@ -110,35 +131,86 @@ def observation(window: float, **signals: Any) -> Observation:
     return Observation(**values)
 
 
+def queueing(ttft_of: Callable[[VllmCommandLine], float]) -> Profile:
+    """A Deployment whose requests queue for a slot (TTFT over 0.5 s is waiting time) and whose
+    TTFT p90 is ``ttft_of(command line)``: the diagnosis says Queueing while it is slow."""
+
+    def profile(cl: VllmCommandLine) -> dict[str, Any]:
+        ttft = ttft_of(cl)
+        seqs = int(cl.get("max-num-seqs") or 1024)
+        slow = ttft > 0.5
+        return {
+            "ttft": {50: ttft * 0.8, 90: ttft, 95: ttft * 1.05, 99: ttft * 1.2},
+            "ttft_mean": ttft * 0.8,
+            "queue_time_mean": ttft * 0.7 if slow else 0.0,
+            "prefill_time_mean": 0.05,
+            "running_mean": float(min(seqs, 40)),
+            "running_max": float(min(seqs, 48)),
+            "waiting_mean": 12.0 if slow else 0.0,
+            "waiting_max": 24.0 if slow else 0.0,
+        }
+
+    return profile
+
+
+def seqs(cl: VllmCommandLine) -> int:
+    return int(cl.get("max-num-seqs") or 1024)
+
+
+def by_seqs(cl: VllmCommandLine) -> float:
+    """TTFT p90 of the classic queueing Deployment: better with every doubling up to 64."""
+    n = seqs(cl)
+    return 2.0 if n < 32 else 0.9 if n < 64 else 0.3
+
+
 @dataclass
 class World:
-    """The scripted cluster: which configuration served when, and how it performs."""
+    """The scripted cluster: which configuration served when, and how it performs.
+
+    Several Deployments may live in one world (one LatencyTarget each); ``profiles`` gives one
+    its own latency function, the others use ``profile``.
+    """
 
     api: ApiServer
     profile: Profile
     crashes: Callable[[VllmCommandLine], bool] = lambda _cl: False
-    # (since, container fingerprint, command line) of what served, oldest first
-    served: list[tuple[float, str, VllmCommandLine]] = field(default_factory=list)
+    # Deployment -> (since, container fingerprint, command line) of what served, oldest first
+    served: dict[str, list[tuple[float, str, VllmCommandLine]]] = field(default_factory=dict)
+    profiles: dict[str, Profile] = field(default_factory=dict)
     metrics_down: bool = False
+    # The controller leaves new Deployment generations alone: their rollouts hang.
+    stalled: bool = False
     observe_calls: int = 0
 
-    def serving_at(self, moment: float) -> VllmCommandLine | None:
+    def serving_at(self, moment: float, name: str = DEPLOYMENT) -> VllmCommandLine | None:
         current = None
-        for since, _, cl in self.served:
+        for since, _, cl in self.served.get(name, []):
             if since <= moment:
                 current = cl
         return current
 
     async def metrics_for(self, spec: LatencyTargetSpec, namespace: str, name: str) -> Any:
-        return _ScriptedSource(self)
+        return _ScriptedSource(self, spec.target_ref.name)
 
-    async def deployment(self) -> dict[str, Any]:
-        obj = await self.api.get(APPS, "Deployment", DEPLOYMENT, namespace=NAMESPACE)
+    async def add_deployment(self, args: Sequence[str], name: str, **meta: Any) -> None:
+        await self.api.create(deployment(args, name=name, **meta))
+
+    async def deployment(self, name: str = DEPLOYMENT) -> dict[str, Any]:
+        obj = await self.api.get(APPS, "Deployment", name, namespace=NAMESPACE)
         assert obj is not None
         return obj
 
-    async def args(self) -> list[str]:
-        return list((await self.deployment())["spec"]["template"]["spec"]["containers"][0]["args"])
+    async def args(self, name: str = DEPLOYMENT) -> list[str]:
+        dep = await self.deployment(name)
+        return list(dep["spec"]["template"]["spec"]["containers"][0]["args"])
+
+    async def set_args(self, args: Sequence[str], name: str = DEPLOYMENT) -> None:
+        """Someone else (kubectl edit, GitOps) changes the vLLM container's arguments."""
+        dep = await self.deployment(name)
+        containers = dep["spec"]["template"]["spec"]["containers"]
+        containers[0]["args"] = list(args)
+        patch = {"spec": {"template": {"spec": {"containers": containers}}}}
+        await self.api.patch(APPS, "Deployment", name, patch, namespace=NAMESPACE)
 
     async def target(self, name: str = "llama-latency") -> dict[str, Any]:
         obj = await self.api.get(LT_API, "LatencyTarget", name, namespace=NAMESPACE)
@@ -148,13 +220,31 @@ class World:
     async def status(self, name: str = "llama-latency") -> dict[str, Any]:
         return dict((await self.target(name)).get("status") or {})
 
-    async def events(self) -> list[dict[str, Any]]:
-        return await self.api.list_objects("v1", "Event", namespace=NAMESPACE)
+    async def phase(self, name: str = "llama-latency") -> str | None:
+        return (await self.status(name)).get("phase")
+
+    async def set_spec(self, name: str = "llama-latency", **fields: Any) -> None:
+        await self.api.patch(LT_API, "LatencyTarget", name, {"spec": fields}, namespace=NAMESPACE)
+
+    async def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        found = await self.api.list_objects("v1", "Event", namespace=NAMESPACE)
+        return [e for e in found if reason is None or e.get("reason") == reason]
+
+    def deployment_patches(self, name: str = DEPLOYMENT) -> list[Any]:
+        """The bodies of the PATCH requests sent over HTTP to the Deployment (the operator's:
+        the scripted controller and the tests write in-process, not over HTTP)."""
+        path = f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}"
+        return [
+            r.data
+            for r in list(self.api.emulator)
+            if getattr(r.method, "value", r.method) == "PATCH" and r.url.path.rstrip("/") == path
+        ]
 
 
 class _ScriptedSource:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, deployment: str) -> None:
         self.world = world
+        self.name = deployment
 
     async def observe(
         self,
@@ -168,12 +258,13 @@ class _ScriptedSource:
         if self.world.metrics_down:
             raise SourceUnreachable("Prometheus at http://prometheus:9090 is unreachable")
         stop = time.time() if end is None else end
-        cl = self.world.serving_at(stop - window_seconds / 2)
+        cl = self.world.serving_at(stop - window_seconds / 2, self.name)
         if cl is None:
             return NoData(
                 reason="no requests finished in the window", window_seconds=window_seconds
             )
-        return observation(window_seconds, **self.world.profile(cl))
+        profile = self.world.profiles.get(self.name, self.world.profile)
+        return observation(window_seconds, **profile(cl))
 
 
 async def _controller(world: World, stop: asyncio.Event) -> None:
@@ -184,7 +275,7 @@ async def _controller(world: World, stop: asyncio.Event) -> None:
         for dep in await api.list_objects(APPS, "Deployment", namespace=NAMESPACE):
             name = dep["metadata"]["name"]
             generation = dep["metadata"]["generation"]
-            if seen.get(name) == generation:
+            if seen.get(name) == generation or world.stalled:
                 continue
             seen[name] = generation
             await _roll(world, dep)
@@ -203,7 +294,12 @@ async def _roll(world: World, dep: dict[str, Any]) -> None:
         gpu_limit=int(container["resources"]["limits"]["nvidia.com/gpu"]),
     )
     fingerprint = config.fingerprint()
-    pods = await api.list_objects("v1", "Pod", namespace=NAMESPACE)
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    pods = [
+        p
+        for p in await api.list_objects("v1", "Pod", namespace=NAMESPACE)
+        if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
+    ]
     generation = dep["metadata"]["generation"]
     pod_name = f"{name}-{fingerprint[:10]}-x1"
     pod = {
@@ -235,7 +331,7 @@ async def _roll(world: World, dep: dict[str, Any]) -> None:
         )  # fmt: skip
         status = {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
                   "readyReplicas": 1, "availableReplicas": 1}  # fmt: skip
-        world.served.append((time.time(), fingerprint, cl))
+        world.served.setdefault(name, []).append((time.time(), fingerprint, cl))
     await api.patch(APPS, "Deployment", name, {"status": status}, namespace=NAMESPACE,
                     subresource="status")  # fmt: skip
 
@@ -299,9 +395,12 @@ async def cluster(
 
 @contextlib.asynccontextmanager
 async def operator_running(world: World, tmp_path: Path) -> AsyncIterator[None]:
-    """The real operator (kopf, handlers, reconcile) in-process, watching the namespace.
+    """The real operator (kopf, handlers, reconcile) watching the namespace, on an event loop
+    of its own in a thread, as it would run in its own process.
 
-    Entered from the test's own task: kopf cancels tasks created while it ran when it stops.
+    Its own loop, because kopf counts every task created on its loop while it ran as its own
+    and waits 5 s for them when it stops (the emulator's watch handlers among them): a test
+    that stops and restarts the operator would wait for nothing.
     """
     settings = OperatorSettings(
         prometheus_url="http://prometheus.invalid:9090",
@@ -312,19 +411,27 @@ async def operator_running(world: World, tmp_path: Path) -> AsyncIterator[None]:
         probe_port=0,
         kubeconfig=os.environ["KUBECONFIG"],
     )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(
-        run_operator(settings, stop_flag=stop, ready_flag=ready, metrics_for=world.metrics_for)
-    )
+    stop, ready = threading.Event(), threading.Event()
+    kwargs = run_kwargs(settings, metrics_for=world.metrics_for)
+    failures: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            asyncio.run(kopf.operator(stop_flag=stop, ready_flag=ready, **kwargs))  # type: ignore[arg-type]
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=main, name="latency-tuner-operator", daemon=True)
+    thread.start()
     try:
-        async with asyncio.timeout(15):
-            await ready.wait()
+        if not await asyncio.to_thread(ready.wait, 15):
+            raise AssertionError(f"the operator did not start: {failures!r}")
         yield
     finally:
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            async with asyncio.timeout(15):
-                await task
+        await asyncio.to_thread(thread.join, 20)
+    assert not thread.is_alive(), "the operator did not stop within 20 s"
+    assert not failures, f"the operator failed: {failures!r}"
 
 
 async def eventually(
@@ -345,3 +452,35 @@ async def eventually(
 
 def condition(status: Mapping[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
+
+
+async def phase_in(world: World, *phases: str, name: str = "llama-latency") -> dict[str, Any]:
+    """Wait (polling fast) until the LatencyTarget's phase is one of ``phases``; its status."""
+
+    async def check() -> dict[str, Any] | None:
+        status = await world.status(name)
+        return status if status.get("phase") in phases else None
+
+    found: dict[str, Any] = await eventually(check, within=30, every=0.05)
+    return found
+
+
+def args_patches(patches: Sequence[Any], args: Sequence[str]) -> int:
+    """How many of the Deployment PATCH bodies set the vLLM container's args to ``args``."""
+    return sum(
+        1
+        for body in patches
+        for op in body or []
+        if op.get("path", "").endswith("/args") and op.get("value") == list(args)
+    )
+
+
+async def posted(world: World, reason: str, within: float = 10.0) -> list[dict[str, Any]]:
+    """The Events of ``reason``, waiting for at least one: kopf posts them from a queue, a
+    moment after the handler that made them returned."""
+
+    async def found() -> list[dict[str, Any]]:
+        return await world.events(reason)
+
+    events: list[dict[str, Any]] = await eventually(found, within=within)
+    return events

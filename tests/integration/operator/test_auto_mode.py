@@ -7,11 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.operator.harness import (
+    DEPLOYMENT,
     cluster,
     condition,
     eventually,
     latency_target,
     operator_running,
+    posted,
+)
+from tests.integration.operator.harness import (
+    queueing as queueing_world,
 )
 
 from latency_tuner.vllm.args import VllmCommandLine
@@ -61,3 +66,50 @@ async def test_a_queueing_deployment_is_tuned_until_its_ttft_target_is_met(tmp_p
     assert met["status"] == "True"
     assert status["baseline"]["args"] == args
     assert status["diagnosis"]["bottleneck"] in ("None", "Queueing")
+
+
+def worse_with_32_seqs_better_with_a_bigger_step_budget(cl: VllmCommandLine) -> float:
+    if cl.get("max-num-batched-tokens") == "16384":
+        return 0.3
+    return 3.0 if cl.get("max-num-seqs") == "32" else 2.0
+
+
+async def test_a_change_that_makes_things_worse_is_reverted_and_a_helpful_one_kept(
+    tmp_path: Path,
+) -> None:
+    args = [MODEL, "--max-num-seqs", "16"]
+    profile = queueing_world(worse_with_32_seqs_better_with_a_bigger_step_budget)
+    knobs = {"prefixCaching": False, "chunkedPrefill": False, "gpuMemoryUtilization": None}
+    async with cluster(tmp_path, profile, args) as world:
+        await world.api.create(latency_target(knobs=knobs))
+        async with operator_running(world, tmp_path):
+
+            async def converged() -> dict[str, Any] | None:
+                status = await world.status()
+                return status if status.get("phase") == "Converged" else None
+
+            status = await eventually(converged, within=60)
+            reverting = await posted(world, "Reverting")
+            rolled_back = await posted(world, "RolledBack")
+        final_args = await world.args()
+    served = [list(cl.render()[1] or []) for _, _, cl in world.served[DEPLOYMENT]]
+    assert served == [
+        args,
+        [MODEL, "--max-num-seqs", "32"],
+        args,  # rolled back to the original arguments
+        [*args, "--max-num-batched-tokens", "16384"],
+    ]
+    assert final_args == [*args, "--max-num-batched-tokens", "16384"]
+    revert, keep = status["trials"]
+    assert (revert["knob"], revert["from"], revert["to"], revert["verdict"]) == (
+        "maxNumSeqs", "16", "32", "Revert"
+    )  # fmt: skip
+    assert (revert["before"]["ttftSeconds"], revert["after"]["ttftSeconds"]) == (2.0, 3.0)
+    assert revert["finishedAt"]
+    assert (keep["knob"], keep["to"], keep["verdict"]) == ("maxNumBatchedTokens", "16384", "Keep")
+    assert status["baseline"]["args"] == args
+    assert status["incompatible"] == []  # worse is not broken: 32 may be tried under other loads
+    assert reverting
+    assert "trial 1" in reverting[0]["message"]
+    assert rolled_back
+    assert rolled_back[0]["involvedObject"]["name"] == "llama-latency"

@@ -7,7 +7,7 @@ from typing import Any
 
 import kubernetes
 
-from latency_tuner.adapters.kubernetes.client import raw
+from latency_tuner.adapters.kubernetes.client import NotFound, raw
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION
 from latency_tuner.api.status import LatencyTargetStatus
 
@@ -15,6 +15,17 @@ from latency_tuner.api.status import LatencyTargetStatus
 class LatencyTargets:
     def __init__(self, api_client: Any) -> None:
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
+
+    async def get(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as the API server holds it now, or None when it is gone."""
+        try:
+            obj: dict[str, Any] = await asyncio.to_thread(
+                raw, self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
+                name,
+            )  # fmt: skip
+        except NotFound:
+            return None
+        return obj
 
     async def list(self, *, namespace: str) -> list[dict[str, Any]]:
         listing = await asyncio.to_thread(
