@@ -111,7 +111,8 @@ def container_patch(
             ops.append({"op": "add", "path": f"{base}/{key}", "value": list(value)})
     if config.image and config.image != current.get("image"):
         ops.append({"op": "replace", "path": f"{base}/image", "value": config.image})
-    if config.gpu_limit is not None:
+    limits = (current.get("resources") or {}).get("limits") or {}
+    if config.gpu_limit is not None and str(limits.get(gpu_resource)) != str(config.gpu_limit):
         resources = current.get("resources") or {}
         if "resources" not in current:
             ops.append({"op": "add", "path": f"{base}/resources", "value": {}})

@@ -126,26 +126,27 @@ def plan(
             ruled_out.append(why_not)
     follow = _continuation(open_, history, config, hardware)
     if follow:
-        return _with_companions(_change(follow[0], config, cv, continuing=True), cv, knobs)
+        return _with_companions(_change(follow[0], config, cv, continuing=True), config, knobs)
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out)
-    return _with_companions(_change(open_[0], config, cv, continuing=False), cv, knobs)
+    return _with_companions(_change(open_[0], config, cv, continuing=False), config, knobs)
 
 
-def _with_companions(change: Change, cv: ConfigView, knobs: Knobs) -> Change:
+def _with_companions(change: Change, config: VllmCommandLine, knobs: Knobs) -> Change:
     """Chunked prefill against prefill interference comes with a chunk budget: turned on
-    alone it keeps the budget vLLM needed without chunking (at least max-model-len), and a long
-    prompt still goes in one step that stalls every decode."""
+    alone it keeps the budget vLLM needed without chunking (at least max-model-len) or its
+    large default (8192 on big GPUs), and a long prompt still goes in one step that stalls every
+    decode. A budget already written at or below the chunk size is kept."""
     bounds = knobs.max_num_batched_tokens
     if (
         change.knob is not KnobName.CHUNKED_PREFILL
         or change.bottleneck is not Bottleneck.PREFILL_INTERFERENCE
         or bounds is None
-        or cv.max_num_batched_tokens <= CHUNKED_PREFILL_BUDGET
     ):
         return change
     budget = min(max(CHUNKED_PREFILL_BUDGET, bounds.min), bounds.max)
-    if budget >= cv.max_num_batched_tokens:
+    written = parse_int(config.get("max-num-batched-tokens"))
+    if written is not None and written <= budget:
         return change
     return replace(
         change,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,9 @@ class PrometheusSource:
         percentiles: tuple[int, ...],
         end: float | None,
     ) -> ObservationResult:
+        # Every query of one observation is evaluated at the same instant: left to Prometheus'
+        # "now", dozens of sequential queries would each see a different window.
+        end = time.time() if end is None else end
         sel = promql.selector(matchers)
         names = self._present_names(sel, end)
         window = promql.duration(window_seconds)
