@@ -1,0 +1,152 @@
+"""One configuration measured the way a trial is: roll it out, settle, measure a window.
+
+``Evaluator.measure(container)`` starts a fresh simulated pod with the container's command
+line on the scenario's GPUs in the run's world (a configuration vLLM refuses to start, or one
+that needs more GPUs than the budget, is a failed rollout), serves the run's load trace from
+time 0 (the same trace for every configuration of one evaluator: common random numbers, so
+differences between configurations are not noise between traces; the oracle and the search
+baselines use evaluators with different streams, so a baseline never sees the oracle's noise),
+and measures with the operator's signal maths:
+
+- ``short``: the trial window ``[settle, settle + W]``, what a search method judges by;
+- ``confirm``: the longer window right after it, ``[settle + W, settle + 3W]``, which has to
+  agree before a success counts;
+- ``long``: ``[settle, settle + 3W]``, what the oracle ranks configurations by.
+
+Results are cached per engine configuration (two spellings of one configuration are measured
+once). Virtual time only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from latency_tuner.api.spec import Objectives
+from latency_tuner.benchmarks.measure import SCRAPE_SECONDS, Pod, Recorder
+from latency_tuner.benchmarks.scenario import Scenario
+from latency_tuner.benchmarks.world import Load, World
+from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.observation import Observation, ObservationResult
+from latency_tuner.core.score import Score, score
+from latency_tuner.simulator.config import EngineConfig, StartupError, build_engine_config
+from latency_tuner.vllm.args import VllmCommandLine
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The configuration does not come up (vLLM refuses it, or no node has its GPUs)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Measured:
+    short: ObservationResult
+    confirm: ObservationResult
+    long: ObservationResult
+
+
+Result = Measured | Failed
+
+
+def engine_config(
+    scenario: Scenario, world: World, container: ContainerConfig, seed: int
+) -> EngineConfig | Failed:
+    """What the pod runs, or why it never serves."""
+    gpus = container.gpu_limit or 1
+    if gpus > scenario.gpu_budget:
+        return Failed(f"Unschedulable: {gpus} GPUs wanted, nodes have {scenario.gpu_budget}")
+    cl = VllmCommandLine.parse(
+        list(container.command) if container.command is not None else None,
+        list(container.args) if container.args is not None else None,
+    )
+    try:
+        return build_engine_config(
+            cl, gpu=scenario.gpu, num_gpus=gpus, seed=seed, spec_acceptance=world.spec_acceptance
+        )
+    except (StartupError, ValueError) as exc:
+        return Failed(f"CrashLoopBackOff: {exc}")
+
+
+def violation(obs: ObservationResult, objectives: Objectives) -> Score | None:
+    return score(obs, objectives) if isinstance(obs, Observation) else None
+
+
+def meets(obs: ObservationResult, objectives: Objectives, min_requests: int) -> bool:
+    """Every target met, on a window with enough requests to judge."""
+    if not isinstance(obs, Observation) or obs.requests < min_requests:
+        return False
+    return score(obs, objectives).met is True
+
+
+class Measurer(Protocol):
+    """What the oracle and the baselines need of an evaluator (tests give their own)."""
+
+    @property
+    def scenario(self) -> Scenario: ...
+
+    def measure(self, container: ContainerConfig) -> Result: ...
+
+    def same(self, a: ContainerConfig, b: ContainerConfig) -> bool: ...
+
+
+class Evaluator:
+    """Measures configurations of one scenario in one world with one noise seed; caches."""
+
+    def __init__(
+        self, scenario: Scenario, world: World, seed: int, *, stream: str = "trace"
+    ) -> None:
+        self._scenario = scenario
+        self.world = world
+        self.seed = seed
+        self.stream = stream
+        self._cache: dict[EngineConfig | str, Result] = {}
+        self.simulations = 0
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._scenario
+
+    def same(self, a: ContainerConfig, b: ContainerConfig) -> bool:
+        """The two containers run the same engine configuration (a move between them is free)."""
+        if a == b:
+            return True
+        ca = engine_config(self._scenario, self.world, a, self.seed)
+        return ca == engine_config(self._scenario, self.world, b, self.seed)
+
+    def measure(self, container: ContainerConfig) -> Result:
+        config = engine_config(self.scenario, self.world, container, self.seed)
+        if isinstance(config, Failed):
+            return self._cache.setdefault(config.reason, config)
+        cached = self._cache.get(config)
+        if cached is None:
+            cached = self._cache[config] = self._simulate(config)
+        return cached
+
+    def _simulate(self, config: EngineConfig) -> Result:
+        self.simulations += 1
+        s = self.scenario
+        window = s.evaluation.window_seconds
+        settle = s.evaluation.settle_seconds
+        load = Load(s.workload, self.world, seed=self.seed, stream=f"{s.name}:{self.stream}")
+        recorder = Recorder()
+        pod = Pod("llama-eval-0", config, self.world, load, seed=self.seed, started=0.0)
+        end = settle + 3 * window
+        t = 0.0
+        try:
+            while True:
+                pod.sample(recorder, t)
+                if t >= end:
+                    break
+                t = min(t + SCRAPE_SECONDS, end)
+                pod.run_until(t)
+        except RuntimeError as exc:  # a prompt the KV cache can never hold
+            return Failed(f"cannot serve the load: {exc}")
+        percentiles = [o.percentile for o in (s.objectives.ttft, s.objectives.itl, s.objectives.e2e)
+                       if o is not None]  # fmt: skip
+        return Measured(
+            short=recorder.observe(end=settle + window, seconds=window, percentiles=percentiles),
+            confirm=recorder.observe(end=end, seconds=2 * window, percentiles=percentiles),
+            long=recorder.observe(end=end, seconds=3 * window, percentiles=percentiles),
+        )

@@ -1,0 +1,143 @@
+"""Simulated pods and what a metrics source would make of them.
+
+A ``Pod`` is one simulated vLLM server in virtual time: the simulator's engine with its cost
+model in the run's world, and vLLM's metric families (``simulator.metrics.EngineMetrics``).
+A ``Recorder`` samples the families of the pods into series every scrape interval, under the
+target labels a Prometheus would attach (``namespace``, ``pod``), and answers a window with
+the operator's own maths: ``core.signals.evaluate_on_series`` for every aggregate, then
+``assemble`` -- exactly what the direct-scrape source does with scraped text. No I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+
+from latency_tuner.benchmarks.world import Load, Request, World
+from latency_tuner.core import signals
+from latency_tuner.core.observation import ObservationResult
+from latency_tuner.core.promql import default_matchers
+from latency_tuner.simulator.clock import VirtualClock
+from latency_tuner.simulator.config import EngineConfig
+from latency_tuner.simulator.cost import CostModel
+from latency_tuner.simulator.engine import RequestRecord, VirtualEngine
+from latency_tuner.simulator.metrics import EngineMetrics
+from latency_tuner.vllm.metrics import FAMILIES, MetricType
+
+NAMESPACE = "bench"
+DEPLOYMENT = "llama"
+MATCHERS = default_matchers(NAMESPACE, DEPLOYMENT)
+SCRAPE_SECONDS = 5.0
+
+
+def _needed_names() -> frozenset[str]:
+    """Sample names some aggregate reads (the rest is never queried: not kept)."""
+    names: set[str] = set()
+    for fam in FAMILIES.values():
+        for name in fam.candidates:
+            if fam.type is MetricType.HISTOGRAM:
+                names.update({name + "_bucket", name + "_sum", name + "_count"})
+            else:
+                names.add(name)
+    return frozenset(names)
+
+
+NEEDED = _needed_names()
+
+
+@dataclass
+class Recorder:
+    """Series of every pod ever sampled: (name, labels) -> [(time, value)], times ascending."""
+
+    series: dict[signals.SeriesKey, list[tuple[float, float]]] = field(default_factory=dict)
+    _times: dict[signals.SeriesKey, list[float]] = field(default_factory=dict)
+
+    def sample(self, registry: CollectorRegistry, *, at: float, pod: str) -> None:
+        extra = (("namespace", NAMESPACE), ("pod", pod))
+        for metric in registry.collect():
+            for s in metric.samples:
+                if s.name not in NEEDED:
+                    continue
+                key = (s.name, frozenset((*s.labels.items(), *extra)))
+                points = self.series.get(key)
+                if points is None:
+                    points = self.series[key] = []
+                    self._times[key] = []
+                points.append((at, float(s.value)))
+                self._times[key].append(at)
+
+    def window(
+        self, start: float, end: float
+    ) -> dict[signals.SeriesKey, list[tuple[float, float]]]:
+        """The samples inside ``[start, end]`` of the series that have any there."""
+        out = {}
+        for key, times in self._times.items():
+            lo = bisect.bisect_left(times, start)
+            hi = bisect.bisect_right(times, end)
+            if hi > lo:
+                out[key] = self.series[key][lo:hi]
+        return out
+
+    def observe(
+        self, *, end: float, seconds: float, percentiles: Iterable[int]
+    ) -> ObservationResult:
+        start = end - seconds
+        # Only the window's series: an old pod's config echo must not answer for a new pod.
+        part = self.window(start, end)
+        results = {
+            q: signals.evaluate_on_series(q, part, matchers=MATCHERS, start=start, end=end)
+            for q in signals.queries_for(percentiles)
+        }
+        return signals.assemble(
+            results,
+            window_seconds=seconds,
+            cache_config=signals.cache_config_from_series(part, MATCHERS),
+        )
+
+
+class Pod:
+    """One simulated vLLM server that serves ``load`` from ``started`` on."""
+
+    def __init__(
+        self,
+        name: str,
+        config: EngineConfig,
+        world: World,
+        load: Load,
+        *,
+        seed: int,
+        started: float,
+    ) -> None:
+        self.name = name
+        self.metrics = EngineMetrics(config, process_collectors=False)
+        cost = CostModel(config, efficiencies=world.efficiencies)
+        self.engine = VirtualEngine(
+            config, seed=seed, cost=cost, sink=self.metrics, clock=VirtualClock(started)
+        )
+        self.load = load
+        self.serving = True
+        if load.closed:
+            users = load.workload.users or 1
+            self.engine.on_finish = self._next_of_user
+            for _ in range(users):
+                self._submit(load.request(started))
+
+    def _submit(self, request: Request) -> None:
+        self.engine.submit(request.prompt, request.max_tokens, at=request.arrival)
+
+    def _next_of_user(self, record: RequestRecord) -> None:
+        if self.serving:
+            self._submit(self.load.request(record.finish + self.load.think()))
+
+    def run_until(self, t: float) -> None:
+        """Serve until ``t``: open-loop arrivals before ``t`` are submitted first."""
+        if not self.load.closed:
+            for request in self.load.arrivals_until(t):
+                self._submit(request)
+        self.engine.run_until(t)
+
+    def sample(self, recorder: Recorder, at: float) -> None:
+        recorder.sample(self.metrics.registry, at=at, pod=self.name)

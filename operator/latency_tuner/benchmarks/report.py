@@ -1,0 +1,262 @@
+"""Statistics of a suite's results, the table the CLI prints, its JSON and the plot.
+
+Per method and world, over the runs whose scenario the oracle found feasible in that world:
+
+- success: share of runs that met the targets (confirmed by the longer window) in budget;
+- rollouts to success ``R``: the Deployment changes spent until then; a run that did not
+  succeed counts as ``max(rollouts, budget)`` (it would have needed more): median and p90;
+- vs operator: ``sum R(method) / sum R(operator)`` over the same runs (> 1: more rollouts);
+- gap: the final configuration's objective on the oracle's long window relative to the
+  oracle's best (median over successes); "within 10%": share of feasible runs that succeeded
+  within 10% of the best at the oracle's minimum GPU count; "min GPUs": share of feasible runs
+  that succeeded at the minimum GPU count;
+
+and over the infeasible runs: "gave up", the share that ended by deciding nothing is left
+(operator: Exhausted; grid, random, TPE: the space searched through), and "false success",
+the share that claimed the targets met. Percentiles interpolate linearly (numpy's default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from latency_tuner.benchmarks.suite import JobResult, MethodOutcome
+
+QUALITY_GAP = 0.10
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100) with linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True)
+class MethodStats:
+    method: str
+    world: str
+    feasible_runs: int
+    successes: int
+    median_rollouts: float | None
+    p90_rollouts: float | None
+    total_rollouts: int
+    ratio_to_operator: float | None
+    median_gap: float | None
+    within_gap: int  # successes within QUALITY_GAP of the best, at the minimum GPU count
+    at_min_gpus: int
+    infeasible_runs: int
+    gave_up: int
+    false_success: int
+    median_seconds: float | None  # virtual time to success
+    success_median: float | None = None  # rollouts of the successful runs only
+    success_p90: float | None = None
+    infeasible_mean_rollouts: float | None = None  # what an impossible target costs
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.feasible_runs if self.feasible_runs else None
+
+
+def rollouts_to_success(success: bool, rollouts: int, budget: int) -> int:
+    return rollouts if success else max(rollouts, budget)
+
+
+def method_stats(results: Sequence[JobResult], method: str, world: str, budget: int) -> MethodStats:
+    runs = [r for r in results if method in r.outcomes and world in ("all", r.world)]
+    feasible = [r for r in runs if r.feasible]
+    infeasible = [r for r in runs if not r.feasible]
+    spent = [rollouts_to_success(r.outcomes[method].success, r.outcomes[method].rollouts, budget)
+             for r in feasible]  # fmt: skip
+    ok = [r for r in feasible if r.outcomes[method].success]
+    gaps = [g for r in ok if (g := r.gap(method)) is not None]
+    at_min = [
+        r for r in ok if r.min_gpus is not None and r.outcomes[method].final_gpus <= r.min_gpus
+    ]
+    within = [r for r in at_min if (g := r.gap(method)) is not None and g <= QUALITY_GAP]
+    operator_spent = [
+        rollouts_to_success(r.outcomes["operator"].success, r.outcomes["operator"].rollouts, budget)
+        for r in feasible
+        if "operator" in r.outcomes
+    ]
+    ratio = None
+    if len(operator_spent) == len(spent) and sum(operator_spent) > 0:
+        ratio = sum(spent) / sum(operator_spent)
+    return MethodStats(
+        method=method,
+        world=world,
+        feasible_runs=len(feasible),
+        successes=len(ok),
+        median_rollouts=percentile(spent, 50),
+        p90_rollouts=percentile(spent, 90),
+        total_rollouts=sum(spent),
+        ratio_to_operator=ratio,
+        median_gap=percentile(gaps, 50),
+        within_gap=len(within),
+        at_min_gpus=len(at_min),
+        infeasible_runs=len(infeasible),
+        gave_up=sum(1 for r in infeasible if r.outcomes[method].gave_up),
+        false_success=sum(1 for r in infeasible if r.outcomes[method].success),
+        median_seconds=percentile([r.outcomes[method].seconds for r in ok], 50),
+        success_median=percentile([r.outcomes[method].rollouts for r in ok], 50),
+        success_p90=percentile([r.outcomes[method].rollouts for r in ok], 90),
+        infeasible_mean_rollouts=(
+            sum(r.outcomes[method].rollouts for r in infeasible) / len(infeasible)
+            if infeasible
+            else None
+        ),
+    )
+
+
+def all_stats(
+    results: Sequence[JobResult], methods: Sequence[str], budget: int
+) -> list[MethodStats]:
+    worlds = sorted({r.world for r in results})
+    return [method_stats(results, m, w, budget) for w in worlds for m in methods]
+
+
+def _share(n: int, of: int) -> str:
+    return "-" if of == 0 else f"{n}/{of} ({n / of:.0%})"
+
+
+def _num(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def table(stats: Sequence[MethodStats], budget: int) -> str:
+    """A Markdown table, one row per world and method."""
+    head = (
+        "| world | method | success (feasible) | median rollouts | p90 rollouts | successes: "
+        "median / p90 | rollouts vs operator | median gap to oracle | within 10% at min GPUs | "
+        "at min GPUs | gave up (infeasible) | false success (infeasible) | mean rollouts "
+        "(infeasible) |"
+    )
+    lines = [head, "|" + "---|" * 13]
+    for s in stats:
+
+        def capped(x: float | None) -> str:
+            return "-" if x is None else (f">{budget}" if x > budget else f"{x:.1f}")
+
+        lines.append(
+            f"| {s.world} | {s.method} | {_share(s.successes, s.feasible_runs)} | "
+            f"{capped(s.median_rollouts)} | {capped(s.p90_rollouts)} | "
+            f"{_num(s.success_median)} / {_num(s.success_p90)} | "
+            f"{_num(s.ratio_to_operator, '{:.2f}x')} | {_num(s.median_gap, '{:+.0%}')} | "
+            f"{_share(s.within_gap, s.feasible_runs)} | {_share(s.at_min_gpus, s.feasible_runs)} | "
+            f"{_share(s.gave_up, s.infeasible_runs)} | "
+            f"{_share(s.false_success, s.infeasible_runs)} | "
+            f"{_num(s.infeasible_mean_rollouts)} |"
+        )
+    return "\n".join(lines)
+
+
+def per_scenario(results: Sequence[JobResult], methods: Sequence[str]) -> str:
+    """One line per job: feasibility and each method's rollouts (* = success)."""
+    width = max((len(r.scenario) for r in results), default=10)
+    lines = [f"{'scenario'.ljust(width)}  world      seed  oracle (meeting/space)  " +
+             "  ".join(m.rjust(8) for m in methods)]  # fmt: skip
+    for r in results:
+        oracle = f"{'feasible' if r.feasible else 'infeasible'} {r.meeting}/{r.space}"
+        cells = []
+        for m in methods:
+            o = r.outcomes.get(m)
+            if o is None:
+                cells.append("-".rjust(8))
+                continue
+            mark = "*" if o.success else ("x" if o.gave_up else " ")
+            cells.append(f"{o.rollouts}{mark}".rjust(8))
+        mismatch = "" if (r.expect == "feasible") == r.feasible else "  (expected " + r.expect + ")"
+        lines.append(f"{r.scenario.ljust(width)}  {r.world:9}  {r.seed:4}  {oracle:22}  "
+                     + "  ".join(cells) + mismatch)  # fmt: skip
+    lines.append("rollouts per method: * met and confirmed, x gave up, blank: budget or time spent")
+    return "\n".join(lines)
+
+
+def to_json(
+    results: Sequence[JobResult], stats: Sequence[MethodStats], meta: dict[str, Any]
+) -> str:
+    def clean(value: Any) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    body = {
+        "meta": meta,
+        "stats": [{**asdict(s), "success_rate": s.success_rate} for s in stats],
+        "jobs": [asdict(r) for r in results],
+    }
+    return json.dumps(clean(body), indent=2)
+
+
+def load_json(path: Path) -> tuple[list[JobResult], dict[str, Any]]:
+    """A run written by ``to_json``: its results and its meta (to re-render the report)."""
+    body = json.loads(path.read_text())
+    results = []
+    for job in body["jobs"]:
+        outcomes = {
+            name: MethodOutcome(**{**o, "history": tuple(o.get("history", ())),
+                                   "final_objective": _inf(o["final_objective"])})
+            for name, o in job["outcomes"].items()
+        }  # fmt: skip
+        fields = {**job, "outcomes": outcomes, "best_objective": _inf(job["best_objective"])}
+        results.append(JobResult(**fields))
+    return results, body["meta"]
+
+
+def _inf(value: float | None) -> float:
+    return math.inf if value is None else float(value)
+
+
+def plot(results: Sequence[JobResult], methods: Sequence[str], budget: int, path: Path) -> None:
+    """Rollouts per scenario per method, one panel per world (needs matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    worlds = sorted({r.world for r in results})
+    scenarios = sorted({r.scenario for r in results})
+    size = (max(12.0, len(scenarios) * 0.6), 4.5 * len(worlds))
+    fig, axes = plt.subplots(len(worlds), 1, figsize=size, squeeze=False)
+    width = 0.8 / max(1, len(methods))
+    for ax, world in zip(axes[:, 0], worlds, strict=True):
+        for i, method in enumerate(methods):
+            xs, heights, hatches, colors = [], [], [], []
+            for j, name in enumerate(scenarios):
+                runs = [r for r in results if r.world == world and r.scenario == name
+                        and method in r.outcomes]  # fmt: skip
+                if not runs:
+                    continue
+                mean = sum(r.outcomes[method].rollouts for r in runs) / len(runs)
+                ok = all(r.outcomes[method].success for r in runs)
+                xs.append(j + (i - (len(methods) - 1) / 2) * width)
+                heights.append(max(mean, 0.15))
+                hatches.append("" if ok else "//")
+                colors.append(f"C{i}")
+            bars = ax.bar(xs, heights, width=width, label=method, color=colors)
+            for bar, hatch in zip(bars, hatches, strict=True):
+                bar.set_hatch(hatch)
+        ax.axhline(budget, color="grey", linestyle=":", linewidth=1)
+        infeasible = {r.scenario for r in results if r.world == world and not r.feasible}
+        ax.set_xticks(range(len(scenarios)))
+        ax.set_xticklabels([n + (" (inf.)" if n in infeasible else "") for n in scenarios],
+                           rotation=60, ha="right", fontsize=7)  # fmt: skip
+        ax.set_ylabel("rollouts")
+        ax.set_title(f"{world} world: rollouts per scenario (hatched: not met within budget)")
+        ax.legend(fontsize=8, ncol=len(methods))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

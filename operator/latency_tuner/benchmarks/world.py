@@ -1,0 +1,155 @@
+"""What a run hides from the planner, and the load it offers.
+
+A ``World`` is the hardware and workload as they really are in one run. "matched": the
+simulator's default efficiencies (the planner's priors come from the same published figures).
+"perturbed": every efficiency drawn uniformly within its published range
+(reference/effect_sizes.md: decode weight reads 0.72-0.85 of peak for BF16 and 0.63-0.70 for
+FP8, large GEMMs 0.61-0.91 of dense peak and 0.50-0.60 for FP8, PCIe all-reduce 50-500 us,
+...), plus workload effects: prompt and output lengths 0.85-1.15x what the scenario says and a
+speculative acceptance rate of 0.45-0.80. The draw depends on the seed only.
+
+``Load`` turns a scenario's workload into requests: Poisson or bursty (on/off modulated
+Poisson, same mean) arrivals, or closed-loop users; prompts are token ids whose first
+``sharedPrefixTokens`` are one of ``prefixGroups`` fixed prefixes, so the simulator's prefix
+cache sees real sharing. Deterministic per (scenario, seed, stream). No I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from latency_tuner.benchmarks.scenario import Workload
+from latency_tuner.simulator.cost import Efficiencies
+
+WorldKind = Literal["matched", "perturbed"]
+_VOCAB = 99_000  # prefix ids live below, unique markers above
+
+
+@dataclass(frozen=True)
+class World:
+    kind: WorldKind
+    seed: int
+    efficiencies: Efficiencies
+    spec_acceptance: float | None = None  # None: the simulator's default for the method
+    prompt_scale: float = 1.0
+    output_scale: float = 1.0
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}-{self.seed}"
+
+
+# (field, low, high): the published ranges the perturbed worlds draw from.
+RANGES: tuple[tuple[str, float, float], ...] = (
+    ("weight_bw_bf16", 0.72, 0.85),
+    ("weight_bw_fp8", 0.63, 0.70),
+    ("weight_bw_int4", 0.66, 0.82),
+    ("kv_bw", 0.75, 0.90),
+    ("gemm_bf16", 0.61, 0.91),
+    ("gemm_fp8", 0.50, 0.60),
+    ("attention_flops", 0.45, 0.70),
+    ("step_overhead_s", 0.15e-3, 0.50e-3),
+    ("eager_layer_cpu_s", 80e-6, 160e-6),
+    ("pcie_latency_per_hop_s", 50e-6, 500e-6),
+    ("offload_pcie_bw", 0.70, 0.90),
+)
+
+
+def make_world(kind: WorldKind, seed: int) -> World:
+    if kind == "matched":
+        return World("matched", seed, Efficiencies())
+    rng = random.Random(f"world:{seed}")
+    drawn: dict[str, Any] = {name: rng.uniform(low, high) for name, low, high in RANGES}
+    return World(
+        "perturbed",
+        seed,
+        replace(Efficiencies(), **drawn),
+        spec_acceptance=rng.uniform(0.45, 0.80),
+        prompt_scale=rng.uniform(0.85, 1.15),
+        output_scale=rng.uniform(0.85, 1.15),
+    )
+
+
+@dataclass(frozen=True)
+class Request:
+    arrival: float
+    prompt: list[int]
+    max_tokens: int
+
+
+class Load:
+    """Requests of one workload in one world; arrivals are generated lazily, in order."""
+
+    def __init__(self, workload: Workload, world: World, *, seed: int, stream: str) -> None:
+        self.workload = workload
+        self.world = world
+        self._rng = random.Random(f"load:{stream}:{seed}")
+        self._count = 0
+        self._next_time = 0.0
+        self._pending: Request | None = None
+        w = workload
+        self._prefixes = [
+            [(g * 7919 + j * 31 + 1) % _VOCAB for j in range(w.shared_prefix_tokens)]
+            for g in range(w.prefix_groups)
+        ]
+        if w.arrival == "bursty":
+            assert w.rate is not None
+            share = w.burst_seconds / w.burst_period_seconds
+            self._high = w.rate * w.burst_factor
+            self._low = max(0.0, (w.rate - self._high * share) / (1 - share))
+        else:
+            self._high = self._low = w.rate or 0.0
+
+    @property
+    def closed(self) -> bool:
+        return self.workload.arrival == "closed"
+
+    def request(self, arrival: float) -> Request:
+        """The next request's shape (prompt ids and output length), arriving at ``arrival``."""
+        w, rng, world = self.workload, self._rng, self.world
+        n = max(
+            2, round(w.prompt_tokens * world.prompt_scale * rng.uniform(1 - w.spread, 1 + w.spread))
+        )
+        out = max(
+            1, round(w.output_tokens * world.output_scale * rng.uniform(1 - w.spread, 1 + w.spread))
+        )
+        prefix = self._prefixes[rng.randrange(w.prefix_groups)][: n - 2]
+        c = self._count
+        self._count += 1
+        # Two marker tokens make every request's own part unique (chained block hashes).
+        marker = [_VOCAB + c % 28_000, _VOCAB + (c // 28_000) % 28_000]
+        unique = n - len(prefix) - 2
+        return Request(arrival, prefix + marker + list(range(1, unique + 1)), out)
+
+    def think(self) -> float:
+        mean = self.workload.think_seconds
+        return self._rng.expovariate(1 / mean) if mean > 0 else 0.0
+
+    def _rate(self, t: float) -> float:
+        w = self.workload
+        in_burst = (t % w.burst_period_seconds) < w.burst_seconds
+        return self._high if in_burst else self._low
+
+    def arrivals_until(self, end: float) -> list[Request]:
+        """Open loop: the requests arriving before ``end`` not handed out yet."""
+        if self.closed:
+            return []
+        out: list[Request] = []
+        while True:
+            if self._pending is None:
+                self._pending = self._next_arrival()
+            if self._pending.arrival >= end:
+                return out
+            out.append(self._pending)
+            self._pending = None
+
+    def _next_arrival(self) -> Request:
+        # Thinning: candidates at the peak rate, kept with probability rate(t) / peak.
+        t = self._next_time
+        while True:
+            t += self._rng.expovariate(self._high)
+            if self._high == self._low or self._rng.random() * self._high < self._rate(t):
+                self._next_time = t
+                return self.request(t)

@@ -1,0 +1,142 @@
+"""``latency-tuner benchmark convergence``: the scenario suite in virtual time, every method.
+
+Prints per method and world: success on feasible scenarios, median and p90 rollouts, the ratio
+to the operator, the gap to the oracle, the share at the minimum GPU count and the give-up rate
+on infeasible scenarios; optionally the per-scenario lines, the JSON of every run and a PNG.
+TPE needs optuna and the plot matplotlib (the ``bench`` extra): without them the command says
+so and runs the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from latency_tuner.benchmarks import report
+from latency_tuner.benchmarks.baselines import optuna_available
+from latency_tuner.benchmarks.scenario import ScenarioError, load_suite
+from latency_tuner.benchmarks.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
+from latency_tuner.benchmarks.world import WorldKind
+
+_REPO_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="latency-tuner benchmark",
+        description="Convergence benchmark: the operator's decision code against a grid sweep, "
+        "random search and Optuna TPE, with an exhaustive oracle, in virtual time.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("convergence", help="run the scenario suite")
+    c.add_argument("--suite", type=Path, default=_REPO_SUITE, help="directory of *.yaml scenarios")
+    c.add_argument(
+        "--methods", default=",".join(METHODS), help="comma-separated: " + ",".join(METHODS)
+    )
+    c.add_argument("--seeds", type=int, default=2, help="seeds per scenario and world (default 2)")
+    c.add_argument("--worlds", default="matched,perturbed", help="matched, perturbed or both")
+    c.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="rollouts per run")
+    c.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    c.add_argument("--scenario", action="append", default=[], help="only this scenario (repeat)")
+    c.add_argument("--json", action="store_true", help="print the JSON of every run instead")
+    c.add_argument("--json-out", type=Path, help="also write the JSON of every run to this file")
+    c.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
+    c.add_argument("--details", action="store_true", help="also print one line per run")
+    r = sub.add_parser("report", help="print the report of a run saved with --json-out")
+    r.add_argument("file", type=Path)
+    r.add_argument("--details", action="store_true", help="also print one line per run")
+    r.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
+    return p
+
+
+def _report(args: argparse.Namespace) -> int:
+    results, meta = report.load_json(args.file)
+    methods, budget = list(meta["methods"]), int(meta["budget"])
+    runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
+    print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
+          f"{meta['processes']} processes)\n")  # fmt: skip
+    print(report.table(report.all_stats(results, methods, budget), budget))
+    if args.details:
+        print()
+        print(report.per_scenario(results, methods))
+    if args.plot is not None:
+        report.plot(results, methods, budget, args.plot)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "report":
+        return _report(args)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        print(
+            f"unknown method(s): {', '.join(unknown)}; known: {', '.join(METHODS)}", file=sys.stderr
+        )
+        return 2
+    if "tpe" in methods and not optuna_available():
+        print("optuna is not installed: the tpe baseline is skipped (pip install optuna, "
+              "or the `bench` extra)", file=sys.stderr)  # fmt: skip
+        methods.remove("tpe")
+    worlds: list[WorldKind] = []
+    for w in args.worlds.split(","):
+        if w not in ("matched", "perturbed"):
+            print(f"unknown world {w!r}: matched or perturbed", file=sys.stderr)
+            return 2
+        worlds.append(w)
+    try:
+        scenarios = load_suite(args.suite)
+    except ScenarioError as exc:
+        print(f"invalid suite: {exc}", file=sys.stderr)
+        return 2
+    if args.scenario:
+        scenarios = [s for s in scenarios if s.name in set(args.scenario)]
+        if not scenarios:
+            print("no scenario of that name in the suite", file=sys.stderr)
+            return 2
+    jobs = jobs_for(scenarios, seeds=args.seeds, methods=methods, budget=args.budget, worlds=worlds)
+    started = time.perf_counter()
+
+    def progress(r: JobResult, done: int, total: int) -> None:
+        print(f"[{done}/{total}] {r.scenario} {r.world} seed {r.seed}: {r.seconds:.1f}s",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    results = run_suite(jobs, processes=args.jobs, progress=progress)
+    elapsed = time.perf_counter() - started
+    stats = report.all_stats(results, methods, args.budget)
+    meta = {
+        "command": "latency-tuner benchmark convergence " + " ".join(argv[1:]),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "scenarios": len(scenarios),
+        "jobs": len(jobs),
+        "seconds": round(elapsed, 1),
+        "processes": args.jobs,
+        "cpu": platform.processor() or platform.machine(),
+        "budget": args.budget,
+        "methods": methods,
+    }
+    if args.json:
+        print(report.to_json(results, stats, meta))
+    else:
+        print(f"{meta['command']}  ({meta['date']}; {len(scenarios)} scenarios, {len(jobs)} runs, "
+              f"{elapsed:.0f} s on {args.jobs} processes)\n")  # fmt: skip
+        print(report.table(stats, args.budget))
+        if args.details:
+            print()
+            print(report.per_scenario(results, methods))
+    if args.json_out is not None:
+        args.json_out.write_text(report.to_json(results, stats, meta) + "\n")
+    if args.plot is not None:
+        try:
+            report.plot(results, methods, args.budget, args.plot)
+        except ImportError:
+            print("matplotlib is not installed: no plot (pip install matplotlib, or the `bench` "
+                  "extra)", file=sys.stderr)  # fmt: skip
+        else:
+            print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0

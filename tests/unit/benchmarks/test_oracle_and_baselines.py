@@ -1,0 +1,136 @@
+"""The oracle and the search baselines over a hand-made space with hand-made measurements."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from latency_tuner.benchmarks import baselines, oracle
+from latency_tuner.benchmarks.evaluate import Failed, Measured, Result
+from latency_tuner.benchmarks.scenario import Scenario, parse_scenario
+from latency_tuner.benchmarks.space import Point, build_space
+from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.observation import Observation
+
+SCENARIO: dict[str, Any] = {
+    "name": "two-points",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "gpu": "H100-SXM",
+    "args": ["--max-num-seqs", "8"],
+    "workload": {"arrival": "poisson", "rate": 10, "promptTokens": 200, "outputTokens": 40},
+    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
+    "knobs": {
+        "maxNumSeqs": {"min": 8, "max": 16},
+        "maxNumBatchedTokens": None,
+        "gpuMemoryUtilization": None,
+    },
+    "evaluation": {"window": "10s", "settle": "5s", "minRequests": 50},
+}
+
+
+def window(ttft: float, requests: int = 200) -> Observation:
+    return Observation(window_seconds=10.0, requests=requests, ttft={50: ttft / 2, 90: ttft})
+
+
+class Table:
+    """A measurer that answers from a table: seqs value -> TTFT p90 (None: fails to start)."""
+
+    def __init__(self, scenario: Scenario, ttft: dict[str, float | None]) -> None:
+        self._scenario = scenario
+        self.ttft = ttft
+        self.calls = 0
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._scenario
+
+    def same(self, a: ContainerConfig, b: ContainerConfig) -> bool:
+        return a == b
+
+    def measure(self, container: ContainerConfig) -> Result:
+        self.calls += 1
+        args = list(container.args or ())
+        value = self.ttft[args[args.index("--max-num-seqs") + 1]]
+        if value is None:
+            return Failed("CrashLoopBackOff")
+        return Measured(window(value), window(value), window(value))
+
+
+@pytest.fixture
+def space() -> tuple[Scenario, list[Point]]:
+    scenario = parse_scenario(SCENARIO)
+    return scenario, build_space(scenario)
+
+
+def test_the_oracle_finds_the_one_point_of_two_that_meets_the_target(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    scenario, points = space
+    best = oracle.search(Table(scenario, {"8": 0.4, "16": 0.08}), points)
+    assert best.feasible
+    assert best.min_gpus == 1
+    assert best.best is points[1]
+    assert best.best_objective == pytest.approx(0.8)  # 0.08 s of a 0.1 s target
+
+
+def test_the_oracle_calls_a_space_infeasible_and_keeps_the_least_violating_point(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    scenario, points = space
+    best = oracle.search(Table(scenario, {"8": 0.4, "16": 0.15}), points)
+    assert not best.feasible
+    assert best.min_gpus is None
+    assert best.best is points[1]
+    assert best.best_objective == pytest.approx(0.5)
+
+
+def test_a_configuration_that_does_not_start_rates_as_infinitely_bad(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    scenario, points = space
+    assert math.isinf(oracle.quality(Table(scenario, {"8": None}), points[0].container).objective)
+
+
+def test_the_grid_measures_the_deployed_start_for_free_and_pays_one_rollout_per_move(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    scenario, points = space
+    result = baselines.run_grid(Table(scenario, {"8": 0.4, "16": 0.08}), points, budget=12)
+    assert result.success
+    assert (result.rollouts, result.trials) == (1, 2)
+    assert result.final == points[1].container
+
+
+def test_a_search_that_runs_out_of_space_says_so_and_keeps_the_best_it_saw(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    scenario, points = space
+    result = baselines.run_random(Table(scenario, {"8": 0.4, "16": None}), points, 12, seed=1)
+    assert not result.success
+    assert result.gave_up
+    assert result.final == points[0].container
+
+
+def test_grid_order_is_auto_tunes_seqs_outer_and_batched_tokens_inner() -> None:
+    data = {**SCENARIO, "knobs": {"maxNumSeqs": {"min": 8, "max": 16},
+                                  "maxNumBatchedTokens": {"min": 1024, "max": 2048},
+                                  "gpuMemoryUtilization": None}}  # fmt: skip
+    labels = [p.label() for p in build_space(parse_scenario(data))]
+    assert labels[:4] == [  # 8192: the H100's default, where the Deployment starts
+        "maxNumSeqs=8,maxNumBatchedTokens=1024",
+        "maxNumSeqs=8,maxNumBatchedTokens=2048",
+        "maxNumSeqs=8,maxNumBatchedTokens=8192",
+        "maxNumSeqs=16,maxNumBatchedTokens=1024",
+    ]
+
+
+def test_tpe_asks_optuna_and_finds_the_meeting_point(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    pytest.importorskip("optuna")
+    scenario, points = space
+    result = baselines.run_tpe(Table(scenario, {"8": 0.4, "16": 0.08}), points, 12, seed=0)
+    assert result.success
+    assert result.final == points[1].container

@@ -1,0 +1,87 @@
+"""The report's arithmetic: percentiles, rollouts to success, ratios, gaps, give-ups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from latency_tuner.benchmarks.report import (
+    load_json,
+    method_stats,
+    percentile,
+    rollouts_to_success,
+    table,
+    to_json,
+)
+from latency_tuner.benchmarks.suite import JobResult, MethodOutcome
+
+
+def outcome(
+    method: str, success: bool, rollouts: int, *, objective: float = 1.0, gpus: int = 1,
+    gave_up: bool = False,
+) -> MethodOutcome:  # fmt: skip
+    return MethodOutcome(method, success, rollouts, rollouts, gave_up, 60.0 * rollouts,
+                         objective, gpus, success, "test")  # fmt: skip
+
+
+def job(name: str, feasible: bool, *outcomes: MethodOutcome, best: float = 1.0) -> JobResult:
+    return JobResult(name, "matched", 0, "feasible", feasible, best, 1 if feasible else None,
+                     4, 1 if feasible else 0, 4, 0.1, {o.method: o for o in outcomes})  # fmt: skip
+
+
+def test_percentiles_interpolate_linearly_like_numpy() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90) == pytest.approx(9.1)
+    assert percentile([7], 90) == 7
+    assert percentile([], 50) is None
+
+
+def test_a_run_that_did_not_succeed_counts_as_at_least_the_whole_budget() -> None:
+    assert rollouts_to_success(True, 3, 12) == 3
+    assert rollouts_to_success(False, 5, 12) == 12
+    assert rollouts_to_success(False, 14, 12) == 14
+
+
+RESULTS = [
+    job("a", True, outcome("operator", True, 1), outcome("grid", True, 6, objective=1.05)),
+    job("b", True, outcome("operator", True, 2, objective=1.3), outcome("grid", False, 12)),
+    job("c", True, outcome("operator", False, 4), outcome("grid", True, 3, gpus=2)),
+    job("d", False, outcome("operator", False, 2, gave_up=True), outcome("grid", True, 5)),
+]
+
+
+def test_method_stats_count_success_rollouts_ratio_gap_and_give_ups() -> None:
+    op = method_stats(RESULTS, "operator", "all", budget=12)
+    grid = method_stats(RESULTS, "grid", "all", budget=12)
+    assert (op.feasible_runs, op.successes) == (3, 2)
+    assert op.success_rate == pytest.approx(2 / 3)
+    assert op.median_rollouts == 2  # 1, 2 and a failure counted as 12
+    assert op.p90_rollouts == pytest.approx(10.0)
+    assert op.ratio_to_operator == pytest.approx(1.0)
+    assert grid.ratio_to_operator == pytest.approx((6 + 12 + 3) / (1 + 2 + 12))
+    assert op.median_gap == pytest.approx(0.15)  # gaps 0 and +30%
+    assert (op.within_gap, op.at_min_gpus) == (1, 2)
+    assert (grid.within_gap, grid.at_min_gpus) == (1, 1)  # the TP-2 success is not at min GPUs
+    assert (op.infeasible_runs, op.gave_up, op.false_success) == (1, 1, 0)
+    assert (grid.gave_up, grid.false_success) == (0, 1)
+
+
+def test_the_table_and_the_json_carry_the_numbers() -> None:
+    stats = [method_stats(RESULTS, m, "matched", 12) for m in ("operator", "grid")]
+    text = table(stats, 12)
+    assert "| matched | operator | 2/3 (67%) | 2.0 | 10.0 | 1.5 / 1.9 | 1.00x |" in text
+    assert text.splitlines()[2].endswith("| 1/1 (100%) | 0/1 (0%) | 2.0 |")
+    body = json.loads(to_json(RESULTS, stats, {"command": "x"}))
+    assert body["stats"][0]["successes"] == 2
+    assert len(body["jobs"]) == 4
+
+
+def test_a_saved_run_reloads_into_the_same_statistics(tmp_path: Path) -> None:
+    stats = [method_stats(RESULTS, "operator", "matched", 12)]
+    path = tmp_path / "run.json"
+    path.write_text(to_json(RESULTS, stats, {"command": "x"}))
+    again, meta = load_json(path)
+    assert meta == {"command": "x"}
+    assert method_stats(again, "operator", "matched", 12) == stats[0]

@@ -1,0 +1,48 @@
+"""The virtual-time runner drives the operator's own ``decide`` to convergence on an easy case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from latency_tuner.benchmarks.operator_run import VirtualDeployment, run_operator
+from latency_tuner.benchmarks.scenario import parse_scenario
+from latency_tuner.benchmarks.world import make_world
+
+# 24 req/s of short chats queue behind max-num-seqs 8 on an H100; 16 slots are enough.
+EASY: dict[str, Any] = {
+    "name": "easy",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "gpu": "H100-SXM",
+    "args": ["--max-num-seqs", "8"],
+    "workload": {"arrival": "poisson", "rate": 24, "promptTokens": 200, "outputTokens": 40},
+    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
+    "knobs": {
+        "maxNumSeqs": {"min": 8, "max": 32},
+        "maxNumBatchedTokens": None,
+        "gpuMemoryUtilization": None,
+    },
+    "evaluation": {"window": "10s", "settle": "5s", "minRequests": 50},
+}
+
+
+def test_the_operator_meets_an_easy_target_in_one_rollout_of_virtual_time() -> None:
+    result = run_operator(parse_scenario(EASY), make_world("matched", 0), 0, budget=6)
+    assert result.success, result.reason
+    assert result.rollouts == 1
+    assert len(result.history) == 1
+    assert result.history[0].startswith("maxNumSeqs 8 -> 16: Keep")
+    assert result.final.args == ("--max-num-seqs", "16")
+
+
+def test_a_configuration_that_cannot_start_is_a_failing_pod_and_a_rollback_is_immediate() -> None:
+    scenario = parse_scenario(EASY)
+    dep = VirtualDeployment(scenario, make_world("matched", 0), 0)
+    start = dep.container
+    broken = type(start)(start.command, ("--max-num-seqs", "8", "-tp", "3"), start.image, 3)
+    dep.apply(broken)
+    dep.advance(40.0)
+    rollout = dep.rollout()
+    assert not rollout.complete
+    assert rollout.failure(broken.fingerprint()) is not None
+    dep.apply(start)  # back to the pod that still serves: done at once
+    assert dep.rollout().complete

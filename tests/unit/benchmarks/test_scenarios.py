@@ -1,0 +1,114 @@
+"""Scenario files: the shipped suite loads, and every kind of mistake is named with its place."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from latency_tuner.benchmarks.scenario import (
+    MAX_SPACE,
+    ScenarioError,
+    load_suite,
+    parse_scenario,
+)
+from latency_tuner.benchmarks.space import build_space
+
+SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
+
+GOOD: dict[str, Any] = {
+    "name": "tiny",
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "gpu": "H100-SXM",
+    "args": ["--max-num-seqs", "8"],
+    "workload": {"arrival": "poisson", "rate": 10, "promptTokens": 200, "outputTokens": 40},
+    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
+    "knobs": {
+        "maxNumSeqs": {"min": 8, "max": 32},
+        "maxNumBatchedTokens": None,
+        "gpuMemoryUtilization": None,
+    },
+}
+
+
+def bad(**changes: Any) -> dict[str, Any]:
+    data = copy.deepcopy(GOOD)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key].update(value)
+        else:
+            data[key] = value
+    return data
+
+
+def problems(data: dict[str, Any]) -> str:
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(data, "test.yaml")
+    return "; ".join(info.value.problems)
+
+
+def test_the_shipped_suite_loads_with_at_least_24_scenarios_of_every_kind() -> None:
+    suite = load_suite(SUITE)
+    assert len(suite) >= 24
+    assert {s.gpu for s in suite} >= {"H100-SXM", "H200", "A100-80G", "L40S"}
+    models = " ".join(s.model for s in suite)
+    assert all(size in models for size in ("8B", "32B", "70B"))
+    assert {s.workload.arrival for s in suite} == {"poisson", "bursty", "closed"}
+    assert any(s.expect == "infeasible" for s in suite)
+    assert any(s.knobs.tensor_parallel is not None for s in suite)
+    assert any(s.knobs.quantization is not None for s in suite)
+    assert all(len(build_space(s)) <= MAX_SPACE for s in suite)
+
+
+def test_a_valid_scenario_becomes_a_latency_target_with_its_knobs_and_hardware() -> None:
+    scenario = parse_scenario(GOOD)
+    spec = scenario.spec(max_trials=12)
+    assert spec.evaluation.max_trials == 12
+    assert spec.knobs.max_num_seqs is not None
+    assert spec.knobs.max_num_seqs.max == 32
+    assert spec.hardware is not None
+    assert spec.hardware.gpu_product == "H100-SXM"
+    assert [p.label() for p in build_space(scenario)] == [
+        "maxNumSeqs=8",
+        "maxNumSeqs=16",
+        "maxNumSeqs=32",
+    ]
+
+
+def test_a_misspelt_field_is_named_with_the_spelling_expected() -> None:
+    data = bad()
+    data["workload"]["promtTokens"] = 3
+    assert "promptTokens" in problems(data)
+
+
+def test_a_closed_loop_without_users_and_a_poisson_load_without_rate_are_refused() -> None:
+    assert "needs users" in problems(bad(workload={"arrival": "closed"}))
+    assert "needs a rate" in problems(bad(workload={"rate": None}))
+
+
+def test_an_unknown_gpu_and_a_start_that_cannot_start_are_refused() -> None:
+    assert "gpu" in problems(bad(gpu="Z9000"))
+    assert "does not start" in problems(bad(args=["--max-num-seqs", "8", "-tp", "2"]))
+
+
+def test_a_space_too_large_for_the_oracle_is_refused() -> None:
+    wide = {
+        "maxNumSeqs": {"min": 8, "max": 1024},
+        "maxNumBatchedTokens": {"min": 512, "max": 16384},
+        "gpuMemoryUtilization": {"max": 0.95},
+    }
+    assert f"at most {MAX_SPACE}" in problems(bad(knobs=wide))
+
+
+def test_a_shared_prefix_longer_than_the_prompts_is_refused() -> None:
+    assert "sharedPrefixTokens" in problems(bad(workload={"sharedPrefixTokens": 190}))
+
+
+def test_a_suite_with_a_name_used_twice_is_refused(tmp_path: Path) -> None:
+    for file in ("a.yaml", "b.yaml"):
+        (tmp_path / file).write_text(yaml.safe_dump(GOOD))
+    with pytest.raises(ScenarioError, match="used twice: tiny"):
+        load_suite(tmp_path)
