@@ -126,12 +126,15 @@ async def test_the_operator_killed_mid_trial_resumes_without_a_second_patch(
         status = await run.wait_for(converged, within=180)
         end = await deployment_generation(run)
         baseline = status.get("baseline") or {}
+        metrics = await asyncio.to_thread(run.operator.metrics)
     assert converged(status), status
     assert patched == start + 1  # the trial's patch, before the kill
     assert end == patched  # the restarted operator patched nothing again
     assert [t["verdict"] for t in status["trials"]] == ["Keep"]
     assert "--max-num-seqs=4" in baseline.get("args", [])
     assert run.operator.starts == 2
+    # The restarted operator judged the trial, and its own metrics say so.
+    assert 'latency_tuner_trials_total{verdict="Keep"} 1.0' in metrics
 
 
 async def test_metrics_going_away_stops_all_changes_until_they_are_back(tmp_path: Path) -> None:

@@ -10,4 +10,5 @@ echo "== mypy (strict)" && $B/mypy
 echo "== import-linter" && $B/lint-imports
 echo "== pytest"
 export PATH="$PWD/.tools/bin:$PATH"
-exec $B/pytest "$@"
+# Three workers: most integration and e2e time is spent waiting on measurement windows.
+exec $B/pytest -n "${PYTEST_WORKERS:-3}" "$@"

@@ -57,6 +57,7 @@ class Outcome:
 
     notes: list[Note] = field(default_factory=list)
     status: LatencyTargetStatus | None = None
+    initial: LatencyTargetStatus | None = None  # the status as read when the reconcile began
     patched: int = 0
     reasons: list[str] = field(default_factory=list)
 
@@ -100,7 +101,7 @@ class Reconciler:
         meta = body.get("metadata") or {}
         generation = int(meta.get("generation") or 1)
         status = LatencyTargetStatus.model_validate(body.get("status") or {})
-        outcome = Outcome(status=status)
+        outcome = Outcome(status=status, initial=status)
         try:
             target = LatencyTarget.from_manifest(body)
         except InvalidLatencyTarget as exc:

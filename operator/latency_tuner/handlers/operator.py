@@ -179,7 +179,8 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo) -> None:
             except KubernetesError as exc:
                 metrics.errors.labels("kubernetes").inc()
                 raise kopf.TemporaryError(f"Kubernetes API: {exc}", delay=10) from exc
-    before = LatencyTargetStatus.model_validate(body.get("status") or {})
+    # kopf's body is a live view: compare with the status the reconcile itself started from.
+    before = outcome.initial or LatencyTargetStatus()
     after = outcome.status
     for note in outcome.notes:
         metrics.events.labels(note.reason).inc()
