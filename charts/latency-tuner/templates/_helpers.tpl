@@ -72,25 +72,21 @@ deployments and its own LatencyTargets, and writes events.
 # Its own resource: watch, add/remove kopf's finalizer and annotations (patch), status writes.
 - apiGroups: ["tuning.latencytuner.io"]
   resources: ["latencytargets"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["tuning.latencytuner.io"]
   resources: ["latencytargets/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
 - apiGroups: ["tuning.latencytuner.io"]
   resources: ["latencytargets/finalizers"]
   verbs: ["patch"]
 # The tuned vLLM Deployments: read, then patch one container's args per trial.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "patch"]
-# Rollout detection (which ReplicaSet is the new one, and is it ready).
-- apiGroups: ["apps"]
-  resources: ["replicasets"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "patch"]
 # CrashLoopBackOff / restarts of a trial, and pod IPs in scrape mode.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list"]
 # Events on LatencyTargets (kopf posts core events; events.k8s.io for newer clients).
 - apiGroups: [""]
   resources: ["events"]
@@ -117,6 +113,6 @@ deployments and its own LatencyTargets, and writes events.
 # GPU product and interconnect from node labels (nvidia.com/gpu.product, ...).
 - apiGroups: [""]
   resources: ["nodes"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get"]
 {{- end }}
 {{- end }}

@@ -16,17 +16,20 @@ Rules = dict[tuple[str, str], frozenset[str]]
 
 READ = frozenset({"get", "list", "watch"})
 NAMESPACED_RULES: Rules = {
-    ("tuning.latencytuner.io", "latencytargets"): READ | {"patch", "update"},
-    ("tuning.latencytuner.io", "latencytargets/status"): frozenset({"get", "patch", "update"}),
+    # kopf watches and patches (finalizer, annotations); the operator reads one fresh and lists
+    # the namespace's targets to find a second one for the same Deployment.
+    ("tuning.latencytuner.io", "latencytargets"): READ | {"patch"},
+    ("tuning.latencytuner.io", "latencytargets/status"): frozenset({"patch"}),
     ("tuning.latencytuner.io", "latencytargets/finalizers"): frozenset({"patch"}),
-    ("apps", "deployments"): READ | {"patch"},
-    ("apps", "replicasets"): READ,
-    ("", "pods"): READ,
+    # Read one Deployment by name, patch one container; nothing watches Deployments.
+    ("apps", "deployments"): frozenset({"get", "patch"}),
+    # The Deployment's pods by label selector: crash loops, restarts, IPs for scraping.
+    ("", "pods"): frozenset({"list"}),
     ("", "events"): frozenset({"create", "patch"}),
     ("events.k8s.io", "events"): frozenset({"create", "patch"}),
 }
 CRDS: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): frozenset({"list", "watch"})}
-NODES: Rules = {("", "nodes"): READ}
+NODES: Rules = {("", "nodes"): frozenset({"get"})}  # the pods' nodes, by name
 NAMESPACES: Rules = {("", "namespaces"): frozenset({"list", "watch"})}
 CLUSTER_PEERINGS: Rules = {("kopf.dev", "clusterkopfpeerings"): READ | {"patch"}}
 PEERINGS: Rules = {("kopf.dev", "kopfpeerings"): READ | {"patch"}}
