@@ -666,12 +666,18 @@ def _fail_trial(r: _Round, trial: Trial, why: str) -> Decision:
     return r.decision("trial failed")
 
 
-def _settling(r: _Round, facts: Facts) -> Decision:
+def _running_trial(r: _Round, facts: Facts) -> tuple[Trial, Decision | None]:
+    """The trial being warmed up or measured, and its failure decision if its pods broke."""
     trial = r.status.current_trial
     assert trial is not None and trial.to_container is not None
     failed = _rollout_failure(r, facts, trial.to_container.fingerprint, None)
+    return trial, None if failed is None else _fail_trial(r, trial, failed)
+
+
+def _settling(r: _Round, facts: Facts) -> Decision:
+    trial, failed = _running_trial(r, facts)
     if failed is not None:
-        return _fail_trial(r, trial, failed)
+        return failed
     if r.since(trial.ready_at) < r.spec.evaluation.settle_seconds:
         return r.decision("settling")
     r.update(current_trial=trial.model_copy(update={"measure_started_at": r.stamp}))
@@ -686,11 +692,10 @@ def _settling(r: _Round, facts: Facts) -> Decision:
 
 
 def _measuring(r: _Round, facts: Facts) -> Decision:
-    trial = r.status.current_trial
-    assert trial is not None and trial.to_container is not None
-    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, None)
+    trial, failed = _running_trial(r, facts)
     if failed is not None:
-        return _fail_trial(r, trial, failed)
+        return failed
+    assert trial.to_container is not None
     windows = facts.windows
     if "trial" not in windows:
         return r.decision("measuring the trial")
