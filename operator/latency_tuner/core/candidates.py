@@ -39,6 +39,7 @@ from latency_tuner.core.knobs import (
 from latency_tuner.core.observation import Observation
 from latency_tuner.vllm.args import VllmCommandLine
 
+PREFIX_PROMPT = 1024  # tokens: prompts long enough that a cached prefix saves a visible prefill
 AT_MAX_SEQS = 0.9  # running (per pod, at peak) within 10% of max-num-seqs: the slot limit binds
 KV_FULL = 0.9  # KV-cache usage at peak: admission is limited by free blocks
 LONG_CONTEXT = 2048  # tokens of context below which FP8 KV barely changes decode time
@@ -168,7 +169,7 @@ def rank(
     found: list[Candidate] = []
     blocked: list[str] = []
     for cause in causes:
-        for pull in _fix_pulls(cause, findings) + _pulls(cause, ctx):
+        for pull in _fix_pulls(cause, findings) + _prefix_first(cause, ctx) + _pulls(cause, ctx):
             options = _options(pull, cause, ctx)
             if isinstance(options, str):
                 blocked.append(options)
@@ -202,6 +203,33 @@ def _fix_pulls(cause: Cause, findings: tuple[Finding, ...]) -> list[_Pull]:
             gain = itl_gain if cause.bottleneck in _ITL_SIDE else ttft_gain
             pulls.append(_Pull(knob, 0, gain, _FIX_WHY[knob]))
     return pulls
+
+
+def _prefix_first(cause: Cause, ctx: _Context) -> list[_Pull]:
+    """Prefix caching, when it is off, first for any TTFT-side breach with long prompts, whatever
+    the bottleneck: it costs under 1% when nothing is shared and skips the shared part of
+    every prefill when something is (RAG, system prompts), which also frees the KV blocks and
+    the queue slots the diagnosis may have blamed. The bottleneck rows that list it already
+    (long prefill) keep their own entry."""
+    prompt = ctx.load.prompt_tokens
+    ttft_side = cause.objective == "ttft" or cause.bottleneck not in _ITL_SIDE
+    if (
+        ctx.view.prefix_caching
+        or not ttft_side
+        or prompt is None
+        or prompt < PREFIX_PROMPT
+        or cause.bottleneck is Bottleneck.LONG_PREFILL
+    ):
+        return []
+    return [
+        _Pull(
+            K.PREFIX_CACHING,
+            +1,
+            0.4,
+            f"long prompts ({prompt:.0f} tokens): cached prefixes "
+            "skip their prefill and share their KV blocks",
+        )
+    ]
 
 
 def _pulls(cause: Cause, ctx: _Context) -> list[_Pull]:
@@ -254,6 +282,13 @@ def _pulls(cause: Cause, ctx: _Context) -> list[_Pull]:
         return [
             _Pull(K.CHUNKED_PREFILL, +1, 0.5, "long prefills split into chunks between decodes"),
             _Pull(K.MAX_NUM_BATCHED_TOKENS, -1, 0.3, "smaller prefill chunks stall decodes less"),
+            # The other way, less likely: a long prompt in fewer, larger chunks stalls fewer
+            # decode steps, which can bring a p90 (not the p99) under the target.
+            _Pull(K.MAX_NUM_BATCHED_TOKENS, +1, 0.1, "fewer prefill chunks stall fewer steps"),
+            # Every step, stalled or not, reads the weights: lighter or split weights shorten
+            # both kinds of step.
+            _Pull(K.QUANTIZATION, 0, 0.0, "fewer weight bytes read per step"),
+            _Pull(K.TENSOR_PARALLEL, +1, 0.35, "prefill and decode work split across GPUs"),
         ]
     if b is Bottleneck.KV_CACHE_PRESSURE:
         return [
@@ -295,7 +330,7 @@ def _options(pull: _Pull, cause: Cause, ctx: _Context) -> list[_Option] | str:
             )
         return [("true", pull.gain, None, "")]
     if pull.knob is K.MAX_NUM_BATCHED_TOKENS or pull.knob is K.MAX_NUM_SEQS:
-        return _ladder_options(pull, ctx)
+        return _ladder_options(pull, cause, ctx)
     if pull.knob is K.GPU_MEMORY_UTILIZATION:
         if knobs.gpu_memory_utilization is None:
             return f"{pull.knob} is off-limits (spec.knobs.{pull.knob} is null)"
@@ -314,7 +349,7 @@ def _options(pull: _Pull, cause: Cause, ctx: _Context) -> list[_Option] | str:
     return _tensor_parallel_options(pull, ctx)
 
 
-def _ladder_options(pull: _Pull, ctx: _Context) -> list[_Option] | str:
+def _ladder_options(pull: _Pull, cause: Cause, ctx: _Context) -> list[_Option] | str:
     seqs = pull.knob is KnobName.MAX_NUM_SEQS
     bounds = ctx.knobs.max_num_seqs if seqs else ctx.knobs.max_num_batched_tokens
     current = ctx.view.max_num_seqs if seqs else ctx.view.max_num_batched_tokens
@@ -323,6 +358,12 @@ def _ladder_options(pull: _Pull, ctx: _Context) -> list[_Option] | str:
     if not seqs and pull.direction < 0 and not ctx.view.chunked_prefill:
         # Without chunking vLLM needs max-num-batched-tokens >= max-model-len: do not lower it.
         return []
+    if (
+        not seqs
+        and cause.bottleneck is Bottleneck.PREFILL_INTERFERENCE
+        and not ctx.view.chunked_prefill
+    ):
+        return []  # without chunking a prompt is prefilled in one step whatever the budget
     rungs = ladder_in(MAX_NUM_SEQS_LADDER if seqs else BATCHED_TOKENS_LADDER, bounds)
     step = next_rung(rungs, current, pull.direction)
     if step is None:
@@ -335,7 +376,51 @@ def _ladder_options(pull: _Pull, ctx: _Context) -> list[_Option] | str:
         return f"maxNumSeqs {step} would exceed max-num-batched-tokens ({budget})"
     if not seqs and ctx.cl.get("max-num-seqs") is not None and step < ctx.view.max_num_seqs:
         return f"maxNumBatchedTokens {step} would fall below max-num-seqs ({ctx.view.max_num_seqs})"
-    return [(str(step), pull.gain, None, "")]
+    note = ""
+    if not seqs and cause.bottleneck is Bottleneck.PREFILL_INTERFERENCE:
+        if pull.direction < 0:
+            sized = _chunk_sized_from_target(rungs, current, cause, ctx)
+            if sized is not None and sized < step:
+                step, note = sized, "a budget sized from the prompt length and the ITL target"
+        else:
+            whole = _whole_prompt_budget(rungs, current, ctx)
+            if whole is not None and whole > step:
+                step, note = whole, "a budget that prefills a mean prompt in one step"
+    return [(str(step), pull.gain, None, note)]
+
+
+def _whole_prompt_budget(rungs: tuple[int, ...], current: int, ctx: _Context) -> int | None:
+    """The smallest rung above ``current`` that holds a mean prompt in one chunk (else the top
+    rung): between the two, a prompt still takes as many stalled steps, each one longer (8000-
+    token prompts: 4096 stalls two steps twice as long as 2048's four; 8192 stalls one)."""
+    prompt = ctx.load.prompt_tokens
+    above = [r for r in rungs if r > current]
+    if prompt is None or not above:
+        return None
+    return next((r for r in above if r >= prompt), above[-1])
+
+
+def _chunk_sized_from_target(
+    rungs: tuple[int, ...], current: int, cause: Cause, ctx: _Context
+) -> int | None:
+    """The batch budget that would bring a prefill stall under the ITL target in one move.
+
+    A decode step that carries a prefill chunk takes about as long as that chunk's prefill, and
+    a chunk is min(budget, prompt) tokens: a budget above the prompt length changes nothing
+    (16384 -> 8192 with 2500-token prompts), and below it the stall shrinks with the budget. So
+    the budget goes to the largest rung under min(current, prompt) / (observed / target), never
+    below max-num-seqs when that is written (vLLM refuses it).
+    """
+    prompt = ctx.load.prompt_tokens
+    if prompt is None or cause.ratio <= 1.0:
+        return None
+    goal = min(float(current), prompt) / cause.ratio
+    floor = ctx.view.max_num_seqs if ctx.cl.get("max-num-seqs") is not None else 0
+    below = [r for r in rungs if r < current and r >= floor]
+    if not below:
+        return None
+    fitting = [r for r in below if r <= goal]
+    return max(fitting) if fitting else min(below)
 
 
 _INT4 = re.compile(r"awq|gptq|int4|w4a16|4bit|4-bit|marlin|nf4")
@@ -488,19 +573,25 @@ def _tensor_parallel_options(pull: _Pull, ctx: _Context) -> list[_Option] | str:
 
 
 def _settle_conflicts(found: list[Candidate], causes: tuple[Cause, ...]) -> list[Candidate]:
-    """A numeric knob pulled both ways (TTFT wants more batched tokens, ITL fewer) moves the way
-    of the cause whose objective is violated more: the score decides."""
-    worst: dict[KnobName, tuple[float, int]] = {}
+    """A numeric knob pulled both ways by two causes (TTFT wants more batched tokens, ITL
+    fewer) moves the way of the cause whose objective is violated more: the score decides.
+    One cause may offer both ways (its likelier way first): that is a fallback, not a
+    conflict."""
+    worst: dict[KnobName, tuple[float, str]] = {}
     ratio_of = {c.label: c.ratio for c in causes}
     for c in found:
         if c.direction != 0 and not c.fixes_finding:
             ratio = ratio_of.get(c.objective_label, 0.0)
             if c.knob not in worst or ratio > worst[c.knob][0]:
-                worst[c.knob] = (ratio, c.direction)
+                worst[c.knob] = (ratio, c.objective_label)
+    ways: dict[KnobName, set[int]] = {}
+    for c in found:
+        if c.knob in worst and c.objective_label == worst[c.knob][1]:
+            ways.setdefault(c.knob, set()).add(c.direction)
     return [
         c
         for c in found
-        if c.knob not in worst or c.direction == worst[c.knob][1] or c.fixes_finding
+        if c.knob not in worst or c.direction in ways.get(c.knob, set()) or c.fixes_finding
     ]
 
 

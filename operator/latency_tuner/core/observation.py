@@ -53,11 +53,38 @@ class LoadFingerprint(BaseModel):
         arrival rate): so the load is the same when either of the two stayed.
         """
         d = self.relative_differences(other)
+        if self.server_speed_changed(other, tolerance):
+            return True
         same_shape = d["prompt_tokens_mean"] <= tolerance and (
             d["generation_tokens_mean"] <= tolerance
         )
         same_amount = d["request_rate"] <= tolerance or d["concurrency_mean"] <= tolerance
         return same_shape and same_amount
+
+    def server_speed_changed(self, other: LoadFingerprint, tolerance: float) -> bool:
+        """The requests in flight moved beyond ``tolerance`` while the finished rate did not
+        move with them: the server got faster (fewer in flight, as many or more finished) or
+        slower, under the same offered load.
+
+        By Little's law in-flight = finished rate x latency. More (or less) offered load moves
+        both the same way; a server that drains its backlog holds far fewer requests while
+        finishing as many or more. Such a window's finished requests are also a biased sample
+        of the arrivals (a saturated server finishes the short ones, a backlog drains in
+        arrival order), so their mean lengths are not compared then.
+        """
+        if self.concurrency_mean <= 0 or other.concurrency_mean <= 0:
+            return False  # unknown (or idle): nothing to tell a faster server by
+        rate = _relative_change(self.request_rate, other.request_rate)
+        in_flight = _relative_change(self.concurrency_mean, other.concurrency_mean)
+        faster = in_flight < -tolerance and rate > -tolerance
+        slower = in_flight > tolerance and rate < tolerance
+        return faster or slower
+
+
+def _relative_change(before: float, after: float) -> float:
+    """Signed change against the larger of the two values (-1..1; 0 when both are 0)."""
+    top = max(abs(before), abs(after))
+    return 0.0 if top == 0 else (after - before) / top
 
 
 class Observation(BaseModel):

@@ -8,7 +8,11 @@ removes what history rules out:
   the load; a numeric ladder does not jump past it (larger memory settings fail alike);
 - a change already judged (Keep, Revert or Failed) is not repeated under a comparable load
   (``LoadFingerprint.comparable_to``); under a different load it may be tried again;
-  Inconclusive trials do not count: they measured nothing.
+- a change that came out Inconclusive ``MAX_INCONCLUSIVE`` times under a comparable load is
+  not tried again either: once may be bad luck, twice means its windows cannot be judged and
+  another try would spend the same rollouts for the same nothing;
+- a numeric knob does not step back into the range a kept trial moved it out of (the kept
+  trial showed that side is worse under this load).
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps"). Pure.
@@ -40,6 +44,7 @@ from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.vllm.args import VllmCommandLine
 
 LOAD_TOLERANCE = 0.25  # relative difference in rate and request shape still "the same load"
+MAX_INCONCLUSIVE = 2  # Inconclusive trials of one change under a comparable load, then it rests
 
 
 @dataclass(frozen=True)
@@ -168,16 +173,44 @@ def _ruled_out(
     for knob, value in incompatible:
         if knob == name and same_value(value, candidate.to_value):
             return f"{label} failed to start before"
+    inconclusive = 0
     for record in history:
-        if record.knob != name or not same_value(record.to_value, candidate.to_value):
+        if record.knob != name:
+            continue
+        comparable = record.load is None or record.load.comparable_to(load, tolerance)
+        if (
+            record.verdict is Verdict.KEEP
+            and comparable
+            and _steps_back(record, candidate.to_value)
+        ):
+            return (
+                f"{label} goes back towards {record.from_value}, which trial "
+                f"{record.from_value} -> {record.to_value} left for the better (Keep)"
+            )
+        if not same_value(record.to_value, candidate.to_value):
             continue
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
+        if record.verdict is Verdict.INCONCLUSIVE and comparable:
+            inconclusive += 1
+            if inconclusive >= MAX_INCONCLUSIVE:
+                return f"{label} was Inconclusive {inconclusive} times under a comparable load"
         if record.verdict not in (Verdict.KEEP, Verdict.REVERT):
-            continue  # Inconclusive or unfinished: nothing was learned
-        if record.load is None or record.load.comparable_to(load, tolerance):
+            continue  # Inconclusive or unfinished: nothing was learned (yet)
+        if comparable:
             return f"{label} was tried under a comparable load ({record.verdict.value})"
     return None
+
+
+def _steps_back(record: TrialRecord, value: str | None) -> bool:
+    """``value`` lies in the range a kept numeric move came from: at its starting value or
+    between it and where it went. Written starting values only: an unwritten default has no
+    number here (the candidates never step back to "absent")."""
+    start, end, to = _number(record.from_value), _number(record.to_value), _number(value)
+    if start is None or end is None or to is None or start == end:
+        return False
+    low, high = min(start, end), max(start, end)
+    return low <= to <= high and to != end
 
 
 def _continuation(
@@ -187,8 +220,10 @@ def _continuation(
     hardware: HardwareInfo,
 ) -> list[Candidate]:
     """Open candidates that continue the last kept trial, if it moved a numeric knob: the same
-    knob, one more rung the same way. (A step that was reverted or failed beyond it is not
-    open any more: history ruled it out under this load.)"""
+    knob, one more rung the same way, as long as that is the way the diagnosis ranks first for
+    the knob now (a cause may offer the other way as a fallback; that is not "still pulling").
+    (A step that was reverted or failed beyond it is not open any more: history ruled it out
+    under this load.)"""
     kept = [r for r in history if r.verdict is Verdict.KEEP]
     if not kept:
         return []
@@ -196,7 +231,10 @@ def _continuation(
     direction = _direction(last, config, hardware)
     if direction == 0:
         return []
-    return [c for c in open_ if c.knob.value == last.knob and c.direction == direction]
+    same_knob = [c for c in open_ if c.knob.value == last.knob]
+    if not same_knob or same_knob[0].direction != direction:
+        return []
+    return [c for c in same_knob if c.direction == direction]
 
 
 def _direction(record: TrialRecord, config: VllmCommandLine, hardware: HardwareInfo) -> int:

@@ -259,13 +259,38 @@ def evaluate_on_series(
     return max(per_series)
 
 
-def cache_config_from_series(series: SeriesSet, matchers: Sequence[LabelMatcher]) -> dict[str, str]:
-    """Labels of the first ``vllm:cache_config_info`` series selected (minus target labels)."""
+def cache_config_from_series(
+    series: SeriesSet,
+    matchers: Sequence[LabelMatcher],
+    *,
+    start: float | None = None,
+    end: float | None = None,
+) -> dict[str, str]:
+    """Labels of the selected ``vllm:cache_config_info`` series (minus target labels).
+
+    With a window (``start``/``end``), only series with a sample inside it count, and the one
+    sampled last wins: a replaced pod's echo, still in the scrape buffer, must not answer for
+    the pod serving now. Without one, the first series in label order (the old behaviour).
+    """
     name = FAMILIES[Signal.CACHE_CONFIG].current
-    for (n, labels), _ in sorted(series.items(), key=lambda kv: sorted(kv[0][1])):
-        if n == name and matches(labels, matchers):
-            return {k: v for k, v in labels if k not in TARGET_LABELS}
-    return {}
+    windowed = start is not None or end is not None
+    lo = float("-inf") if start is None else start
+    hi = float("inf") if end is None else end
+    best: tuple[float, list[tuple[str, str]]] | None = None
+    for (n, labels), points in series.items():
+        if n != name or not matches(labels, matchers):
+            continue
+        inside = prommath.in_range(points, lo, hi) if windowed else list(points)
+        if windowed and not inside:
+            continue
+        last = max((t for t, _ in inside), default=float("-inf")) if windowed else 0.0
+        key = sorted(labels)
+        # Latest sample first; ties (and the unwindowed case) by label order, first wins.
+        if best is None or last > best[0] or (last == best[0] and key < best[1]):
+            best = (last, key)
+    if best is None:
+        return {}
+    return {k: v for k, v in best[1] if k not in TARGET_LABELS}
 
 
 TARGET_LABELS = frozenset({"namespace", "pod", "container", "instance", "job", "__name__"})

@@ -4,8 +4,11 @@
 - Inconclusive: too few requests (< minRequests), an objective's quantile unknown, or a load
   that is not comparable (request rate, prompt or output length beyond the tolerance).
 - Keep: the violation score improved by more than max(minImprovement, noise), where noise is
-  how much the score moves between sub-windows of the baseline with nothing changed. With
-  every target met before and after, the sum of observed/threshold ratios decides instead.
+  how much the score moves between sub-windows of the baseline with nothing changed, capped at
+  ``MAX_REQUIRED`` (three short sub-windows of bursty or sparse traffic can show a "noise" above
+  100%, which no change could ever beat). So a trial that meets every target the baseline
+  missed (-100%) is always kept: that is the goal, and a later window re-checks it. With every
+  target met before and after, the sum of observed/threshold ratios decides instead.
 - Revert: otherwise, with the numbers that decided it in the reason.
 
 Noise: sub-windows of length W/k give a relative standard deviation s of the metric; a whole
@@ -27,6 +30,9 @@ from latency_tuner.core.observation import LoadFingerprint, NoData, Observation,
 from latency_tuner.core.score import Score, format_seconds, score
 
 LOAD_TOLERANCE = 0.25
+# The most improvement the noise gate may demand: a halved score is a real effect whatever
+# three 1/3-window sub-windows suggest (their p90s rest on a handful of requests each).
+MAX_REQUIRED = 0.5
 
 
 class Outcome(StrEnum):
@@ -48,7 +54,7 @@ class Judgement:
     before: Score | None = None
     after: Score | None = None
     improvement: float | None = None  # relative reduction of the compared metric
-    required: float | None = None  # max(min_improvement, noise)
+    required: float | None = None  # max(min_improvement, min(noise, MAX_REQUIRED))
     noise: float = 0.0
 
 
@@ -100,7 +106,7 @@ def _compare(
     # Both known: judge_trial turned unknown quantiles into Inconclusive already.
     b, a = metric(before) or 0.0, metric(after) or 0.0
     noise = _noise([metric(score(w, objectives)) for w in subwindows])
-    required = max(min_improvement, noise)
+    required = max(min_improvement, min(noise, MAX_REQUIRED))
     improvement = (b - a) / b if b > 0 else (0.0 if a == 0 else -math.inf)
     what = "sum of latency/target ratios (targets met)" if both_met else "score"
     improvement_text = "worse" if math.isinf(improvement) else f"{-improvement:+.0%}"

@@ -122,5 +122,7 @@ class ScrapeSource:
         return signals.assemble(
             results,
             window_seconds=window_seconds,
-            cache_config=signals.cache_config_from_series(self._series, matchers),
+            cache_config=signals.cache_config_from_series(
+                self._series, matchers, start=start, end=stop
+            ),
         )

@@ -207,11 +207,13 @@ def test_an_itl_tail_with_long_prompts_under_concurrency_is_prefill_interference
     assert d.bottleneck is Bottleneck.PREFILL_INTERFERENCE
     assert "ITL p99 is 6.0x p50 (0.15 s vs 25 ms): decode steps stall" in texts(d.evidence)
     change = first_change(window, d)
+    # Sized in one move: 4000-token prompts, ITL p90 1.8x over -> chunks of <= 2222 tokens.
     assert (change.knob, change.from_value, change.to_value) == (
         KnobName.MAX_NUM_BATCHED_TOKENS,
         None,
-        "4096",
+        "2048",
     )
+    assert "a budget sized from the prompt length and the ITL target" in change.reason
 
 
 def test_prefill_interference_with_chunking_off_enables_chunked_prefill_first() -> None:
@@ -295,7 +297,7 @@ def test_conflicting_pulls_on_batched_tokens_follow_the_more_violated_objective(
     itl_worse = interference(ttft={90: 0.55}, queue_time_mean=0.01, prefill_time_mean=0.5)
     d = diagnose(itl_worse, objectives(ttft="500ms", itl="50ms"), CL, H100, knobs())
     change = first_change(itl_worse, d)
-    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "4096")
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "2048")
 
     ttft_worse = interference(
         ttft={90: 1.5},

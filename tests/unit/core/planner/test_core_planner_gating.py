@@ -311,9 +311,11 @@ def test_max_num_seqs_never_rises_above_the_step_budget() -> None:
 def test_the_step_budget_never_falls_below_a_written_max_num_seqs() -> None:
 
     written = command_line("--max-num-seqs", "8192")
-    listed, blocked, _ = candidates_for(interference(), H100, written, objectives(itl="50ms"))
-    assert KnobName.MAX_NUM_BATCHED_TOKENS not in listed
+    _, blocked, change = candidates_for(interference(), H100, written, objectives(itl="50ms"))
     assert "maxNumBatchedTokens 4096 would fall below max-num-seqs (8192)" in blocked
+    # Only the other way is left (fewer, larger chunks).
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "16384")
     # An unwritten max-num-seqs follows the budget down on its own.
     listed, _, _ = candidates_for(interference(), H100, command_line(), objectives(itl="50ms"))
     assert KnobName.MAX_NUM_BATCHED_TOKENS in listed

@@ -101,6 +101,44 @@ def test_an_inconclusive_trial_teaches_nothing_and_is_tried_again() -> None:
     assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
 
 
+def test_a_change_inconclusive_twice_under_a_comparable_load_is_not_tried_a_third_time() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    twice = [record(None, "512", Verdict.INCONCLUSIVE, window.load)] * 2
+    change = next_change(window, command_line(), twice)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) != (KnobName.MAX_NUM_SEQS, "512")
+    only = next_change(window, command_line(), twice, gpu_memory_utilization=None,
+                       max_num_batched_tokens=None, prefix_caching=False)  # fmt: skip
+    assert isinstance(only, Exhausted)
+    assert "maxNumSeqs -> 512 was Inconclusive 2 times under a comparable load" in only.reason
+
+
+def test_inconclusive_trials_under_another_load_do_not_count_against_a_change() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    elsewhere = window.load.model_copy(
+        update={"request_rate": 20.0, "concurrency_mean": 5000.0, "prompt_tokens_mean": 4000.0}
+    )
+    twice = [record(None, "512", Verdict.INCONCLUSIVE, elsewhere)] * 2
+    change = next_change(window, command_line(), twice)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
+def test_a_numeric_knob_does_not_step_back_into_the_range_a_kept_trial_left() -> None:
+    # 8192 -> 1024 was kept against interference; at the lower bound now, only "larger" is left,
+    # and that would undo the kept move.
+    window = interference()
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    cl = command_line("--max-num-batched-tokens", "1024")
+    spec = knobs(max_num_batched_tokens={"min": 1024, "max": 16384})
+    d = diagnose(window, objectives(itl="50ms"), cl, H100, spec)
+    history = [record("8192", "1024", Verdict.KEEP, window.load, batched)]
+    result = plan(d, window, cl, spec, H100, history)
+    assert isinstance(result, Exhausted)
+    assert "maxNumBatchedTokens -> 4096 goes back towards 8192" in result.reason
+    assert isinstance(plan(d, window, cl, spec, H100, []), Change)
+
+
 def test_a_record_without_a_load_counts_as_comparable() -> None:
     window = queueing()
     history = [record(None, "512", Verdict.REVERT, None)]
@@ -165,7 +203,8 @@ def test_a_kept_direction_the_diagnosis_no_longer_wants_is_not_continued() -> No
     d = diagnose(window, objectives(itl="50ms"), cl, H100, spec)
     change = plan(d, window, cl, spec, H100, history)
     assert isinstance(change, Change)
-    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "4096")
+    # Down, sized from the 4000-token prompts and the 1.8x miss, past the kept range.
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "2048")
     assert not change.reason.startswith("continuing")
 
 

@@ -10,7 +10,7 @@ from tests.unit.core.builders import healthy, objectives
 
 from latency_tuner.api.status import Verdict
 from latency_tuner.core.observation import NoData, Observation
-from latency_tuner.core.verdict import Judgement, Outcome, judge_trial
+from latency_tuner.core.verdict import MAX_REQUIRED, Judgement, Outcome, judge_trial
 
 TTFT = objectives(ttft="500ms")
 
@@ -71,6 +71,23 @@ def test_an_improvement_within_the_baseline_noise_is_reverted() -> None:
     assert verdict(window(0.8), window(0.77), baseline_subwindows=steady).outcome is Outcome.KEEP
 
 
+def test_the_noise_gate_never_demands_more_than_halving_the_score() -> None:
+    # Bursty sub-windows: 0.5 s, 0.5 s and 2.6 s give a "noise" far above 100%.
+    bursty = [window(0.5), window(0.5), window(2.6)]
+    j = verdict(window(1.2), window(0.75), baseline_subwindows=bursty)
+    assert j.noise > 1.0
+    assert j.required == MAX_REQUIRED
+    assert j.outcome is Outcome.KEEP
+    assert verdict(window(1.2), window(0.9), baseline_subwindows=bursty).outcome is Outcome.REVERT
+
+
+def test_a_trial_meeting_every_target_the_baseline_missed_is_kept_whatever_the_noise() -> None:
+    bursty = [window(0.5), window(0.5), window(2.6)]
+    j = verdict(window(0.6), window(0.45), baseline_subwindows=bursty)
+    assert j.noise > 1.0
+    assert j.outcome is Outcome.KEEP
+
+
 def test_noise_needs_two_sub_windows_and_a_positive_mean() -> None:
     assert verdict(window(0.8), window(0.77), baseline_subwindows=[window(0.6)]).noise == 0.0
     met = [window(0.2), window(0.3)]
@@ -122,6 +139,26 @@ def test_open_loop_arrivals_held_in_flight_for_less_time_are_the_same_load() -> 
     # The same arrival rate keeps fewer requests in flight once the server is faster.
     j = verdict(window(0.82), window(0.4, running_mean=3.0))
     assert j.outcome is Outcome.KEEP
+
+
+def test_a_saturated_server_that_drains_its_backlog_is_judged_on_the_same_load() -> None:
+    # Overloaded before: 100 in flight, 3/s finished, mostly short requests finishing. The fix
+    # finishes twice as many with 11 in flight, and its finished requests are longer: the
+    # arrivals did not change, the server did.
+    saturated = window(8.0, request_rate=3.0, running_mean=60.0, waiting_mean=40.0)
+    drained = window(0.4, request_rate=6.0, running_mean=11.0, prompt_tokens_mean=900.0)
+    j = verdict(saturated, drained)
+    assert j.outcome is Outcome.KEEP
+
+
+def test_a_server_made_slower_holds_more_in_flight_and_is_reverted_not_inconclusive() -> None:
+    slowed = window(2.0, request_rate=1.8, running_mean=30.0, generation_tokens_mean=120.0)
+    assert verdict(window(0.82), slowed).outcome is Outcome.REVERT
+
+
+def test_less_offered_load_moves_rate_and_in_flight_together_and_stays_inconclusive() -> None:
+    quieter = window(0.4, request_rate=1.0, running_mean=3.0)
+    assert verdict(window(0.82), quieter).outcome is Outcome.INCONCLUSIVE
 
 
 @pytest.mark.parametrize("which", ["baseline", "trial"])
