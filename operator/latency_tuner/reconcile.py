@@ -63,6 +63,8 @@ class Outcome:
 
 
 MetricsFor = Callable[[LatencyTargetSpec, str, str], Awaitable[MetricsSource]]
+# The LatencyTargets naming one Deployment: (creationTimestamp, name), oldest first wins.
+Claims = Sequence[tuple[str, str]]
 
 
 class Reconciler:
@@ -87,7 +89,9 @@ class Reconciler:
         self.gpu_resource = gpu_resource
         self.pod_targets = pod_targets
 
-    async def run(self, body: Mapping[str, Any]) -> Outcome:
+    async def run(self, body: Mapping[str, Any], *, claims: Claims | None = None) -> Outcome:
+        """One reconcile. ``claims``: the LatencyTargets that name the same Deployment, as
+        (creationTimestamp, name) pairs from the handlers' index; None lists them instead."""
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         # The body a handler was given may predate the status our previous reconcile wrote
@@ -110,7 +114,7 @@ class Reconciler:
         spec = target.spec
         for _ in range(MAX_STEPS):
             now = self.clock()
-            facts = await self.gather(spec, status, namespace, name, now)
+            facts = await self.gather(spec, status, namespace, name, now, claims=claims)
             decision = decide(spec, generation, status, facts, now)
             outcome.reasons.append(decision.reason)
             if decision.status != status:
@@ -179,6 +183,8 @@ class Reconciler:
         namespace: str,
         name: str,
         now: datetime,
+        *,
+        claims: Claims | None = None,
     ) -> Facts:
         view = await self.deployments.get(namespace=namespace, name=spec.target_ref.name)
         if view is None:
@@ -198,7 +204,7 @@ class Reconciler:
         pods = await self.deployments.pods(
             view, container=spec.target_ref.container, gpu_resource=self.gpu_resource
         )
-        conflict = await self._conflict(spec, namespace, name)
+        conflict = await self._conflict(spec, namespace, name, claims)
         facts = Facts(
             deployment=view.obj,
             container_index=index,
@@ -217,25 +223,26 @@ class Reconciler:
         windows = await self._windows(spec, status, namespace, name, now)
         return Facts(**{**facts.__dict__, "windows": windows})
 
-    async def _conflict(self, spec: LatencyTargetSpec, namespace: str, name: str) -> str | None:
+    async def _conflict(
+        self, spec: LatencyTargetSpec, namespace: str, name: str, claims: Claims | None
+    ) -> str | None:
         """The oldest LatencyTarget for a Deployment owns it; the others stand aside."""
-        try:
-            items = await self.latencytargets.list(namespace=namespace)
-        except KubernetesError:
+        if claims is None:  # no index (tools, tests): list the namespace's targets
+            try:
+                items = await self.latencytargets.list(namespace=namespace)
+            except KubernetesError:
+                return None
+            claims = [
+                (str(i["metadata"].get("creationTimestamp", "")), str(i["metadata"]["name"]))
+                for i in items
+                if ((i.get("spec") or {}).get("targetRef") or {}).get("name")
+                == spec.target_ref.name
+                and not i["metadata"].get("deletionTimestamp")
+            ]
+        if not claims:
             return None
-        same = [
-            i
-            for i in items
-            if ((i.get("spec") or {}).get("targetRef") or {}).get("name") == spec.target_ref.name
-            and not i["metadata"].get("deletionTimestamp")
-        ]
-        if not same:
-            return None
-        owner = min(
-            same,
-            key=lambda i: (i["metadata"].get("creationTimestamp", ""), i["metadata"]["name"]),
-        )
-        return None if owner["metadata"]["name"] == name else str(owner["metadata"]["name"])
+        owner = min(claims)[1]
+        return None if owner == name else owner
 
     async def _hardware(self, spec: LatencyTargetSpec, pods: Sequence[PodFacts]) -> HardwareInfo:
         override = spec.hardware

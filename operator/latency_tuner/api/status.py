@@ -299,6 +299,9 @@ class LatencyTargetStatus(StatusModel):
     """Fingerprint of the container as the operator last left it (to notice outside changes)."""
     drift_generation: int | None = Field(default=None, ge=0)
     """The spec generation at which tuning stopped for an outside change; a newer spec resumes."""
+    near_miss_at: Timestamp | None = None
+    """When a window missed the targets by a little with nothing left to try: one more window
+    is measured before giving up (cleared by a trial or by targets met)."""
 
     @field_validator("trials", mode="after")
     @classmethod

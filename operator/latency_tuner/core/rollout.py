@@ -61,6 +61,7 @@ from latency_tuner.core.verdict import Outcome, judge_trial
 from latency_tuner.vllm.args import VllmCommandLine
 from latency_tuner.vllm.defaults import config_hash
 
+NEAR_MISS = 0.1  # violation score of a miss small enough to measure again before giving up
 MAX_MEASUREMENTS = 2  # an inconclusive trial window is measured once more, then rolled back
 BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its noise
 DEFAULT_PERCENTILE = 95  # shown in status.observed for a latency no objective names
@@ -461,7 +462,7 @@ def _observing(r: _Round, facts: Facts, current: WindowResult | None) -> Decisio
     if result.met:
         r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
         r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
-        r.update(recommendation=None)
+        r.update(recommendation=None, near_miss_at=None)
         if r.status.phase is not Phase.CONVERGED:
             r.note("Normal", "TargetsMet", result.describe())
         r.phase(Phase.CONVERGED)
@@ -478,6 +479,17 @@ def _observing(r: _Round, facts: Facts, current: WindowResult | None) -> Decisio
     )
     recommend_only = r.spec.mode is not Mode.AUTO or facts.controller_owner is not None
     if isinstance(proposal, Exhausted):
+        near = result.value is not None and result.value <= NEAR_MISS
+        if near and not recommend_only and r.status.near_miss_at is None:
+            # Within the measurement noise of the targets: one window is not enough to give up.
+            r.update(near_miss_at=r.stamp, stable_since=r.stamp)
+            r.condition(
+                ConditionType.PROGRESSING,
+                False,
+                "NearMiss",
+                f"{result.describe()}; nothing left to try, measuring one more window",
+            )
+            return r.decision("near miss: measuring again before giving up")
         return _exhausted(r, proposal.reason, recommend_only)
     target = _target_container(proposal, cl, facts)
     if recommend_only or r.spec.mode is Mode.OFF:
@@ -498,7 +510,7 @@ def _no_data(r: _Round) -> NoData:
 def _exhausted(r: _Round, why: str, recommend_only: bool) -> Decision:
     advice = r.status.diagnosis.advice if r.status.diagnosis else []
     message = why + (f". Advice: {'; '.join(advice)}" if advice else "")
-    r.update(recommendation=None)
+    r.update(recommendation=None, near_miss_at=None)
     r.condition(ConditionType.PROGRESSING, False, "Exhausted", message)
     if recommend_only:
         r.phase(Phase.OBSERVING)
@@ -595,6 +607,7 @@ def _start_trial(
         trial_count=r.status.trial_count + 1,
         recommendation=None,
         stable_since=None,
+        near_miss_at=None,
     )
     r.phase(Phase.ROLLING_OUT)
     message = f"trial {trial.id}: {change.describe()} ({change.reason})"

@@ -89,15 +89,26 @@ def build_registry(
     def probe(memo: kopf.Memo, **_: Any) -> int:
         return len(memo.get("locks") or {})
 
+    @kopf.index(*resource, id="claims", registry=registry)
+    def claims(
+        namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
+    ) -> dict[tuple[str | None, str | None], tuple[str, str]] | None:
+        # Which targets name which Deployment, kept by kopf from its watch: finding a second
+        # target for a Deployment costs no API call (a LIST per reconcile was quadratic).
+        if meta.get("deletionTimestamp"):
+            return None
+        deployment = (spec.get("targetRef") or {}).get("name")
+        return {(namespace, deployment): (str(meta.get("creationTimestamp", "")), name)}
+
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, field="spec", registry=registry)
-    async def changed(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        await _reconcile(body, memo)
+    async def changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        await _reconcile(body, memo, kwargs["claims"])
 
     @kopf.timer(*resource, interval=config.interval_seconds, sharp=False, registry=registry)
-    async def tick(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-        await _reconcile(body, memo)
+    async def tick(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        await _reconcile(body, memo, kwargs["claims"])
 
     @kopf.on.delete(*resource, registry=registry, when=_restore_wanted)
     async def restore(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
@@ -169,13 +180,16 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
     return metrics_for
 
 
-async def _reconcile(body: kopf.Body, memo: kopf.Memo) -> None:
+async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
+    """``claims``: the kopf index of targets by (namespace, Deployment)."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     metrics: OperatorMetrics = memo.metrics
     async with memo.locks[(namespace, name)]:
         with metrics.reconcile_seconds.time():
             try:
-                outcome = await memo.reconciler.run(dict(body))
+                deployment = (body.get("spec") or {}).get("targetRef", {}).get("name")
+                same = list(claims.get((namespace, deployment), []))
+                outcome = await memo.reconciler.run(dict(body), claims=same)
             except KubernetesError as exc:
                 metrics.errors.labels("kubernetes").inc()
                 raise kopf.TemporaryError(f"Kubernetes API: {exc}", delay=10) from exc

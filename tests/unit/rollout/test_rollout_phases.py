@@ -372,6 +372,34 @@ def test_a_planner_with_nothing_left_exhausts_the_target_with_advice() -> None:
     assert run.status.diagnosis.advice[0] in message
 
 
+def test_a_near_miss_with_nothing_left_is_measured_once_more_before_giving_up() -> None:
+    off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
+    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    # TTFT p90 0.52 s against 0.5 s: 4% over, within what one window's noise can do.
+    near = window(BEFORE, ttft={50: 0.4, 90: 0.52, 95: 0.55, 99: 0.6})
+    run.step(facts(BEFORE, windows={"current": near}))
+    d = run.later(SETTLE + WINDOW).step(facts(BEFORE, windows={"current": near}))
+    assert run.phase() is Phase.OBSERVING
+    assert d.apply is None
+    assert run.condition("Progressing")[:2] == ("False", "NearMiss")
+    assert run.status.near_miss_at is not None
+    # The next window must be a whole new one; still a near miss: now it gives up.
+    d = run.later(1).step(facts(BEFORE, windows={"current": near}))
+    assert run.phase() is Phase.OBSERVING
+    d = run.later(WINDOW).step(facts(BEFORE, windows={"current": near}))
+    assert run.phase() is Phase.EXHAUSTED
+    assert reasons(d) == ["Exhausted"]
+    assert run.status.near_miss_at is None
+
+
+def test_a_clear_miss_with_nothing_left_gives_up_at_once() -> None:
+    off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
+    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    observed_long_enough(run)
+    assert run.phase() is Phase.EXHAUSTED
+    assert run.status.near_miss_at is None
+
+
 # ---- RollingOut --------------------------------------------------------------------------------
 
 
