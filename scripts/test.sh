@@ -5,9 +5,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 B=.venv/bin
-echo "== ruff" && $B/ruff check . && $B/ruff format --check .
-echo "== mypy (strict)" && $B/mypy
-echo "== import-linter" && $B/lint-imports
+# One command per line: under `set -e`, a failure inside an `a && b` list does not stop the script.
+echo "== ruff"
+$B/ruff check .
+$B/ruff format --check .
+echo "== mypy (strict)"
+$B/mypy
+echo "== import-linter"
+$B/lint-imports
 echo "== pytest"
 export PATH="$PWD/.tools/bin:$PATH"
 # Three workers: most integration and e2e time is spent waiting on measurement windows.
