@@ -163,3 +163,15 @@ async def test_metrics_going_away_stops_all_changes_until_they_are_back(tmp_path
     assert met(status), status
     assert condition(status, "MetricsAvailable")["status"] == "True"
     assert len(status["trials"]) >= 1
+
+
+async def test_without_prometheus_the_operator_scrapes_the_pods_itself_and_converges(
+    tmp_path: Path,
+) -> None:
+    with (tmp_path / "progress.log").open("w") as out:
+        result = await run_demo(
+            scenario("queueing"), workdir=tmp_path, within=300, out=out, prometheus=False
+        )
+    assert result.metrics_source == "direct scrape"
+    assert result.targets_met, (result.problems, result.trials)
+    assert [(t["knob"], t["verdict"]) for t in result.trials] == [("maxNumSeqs", "Keep")]
