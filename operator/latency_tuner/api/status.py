@@ -1,8 +1,8 @@
 """The LatencyTarget status: everything the operator decided, visible on the resource.
 
 Written only by the operator, read back after a restart to resume a trial where it stood, so
-every field a resumption needs is here (phase and since when, the trial's config hash and
-the Deployment generation it rolled out). Models ignore unknown keys: a status written by
+every field a resumption needs is here (phase and since when, and the trial's containers before
+and after, recognised by fingerprint). Models ignore unknown keys: a status written by
 another operator version must still load. Times are RFC 3339 strings in UTC.
 """
 
@@ -34,7 +34,6 @@ class Phase(StrEnum):
     """Where the tuning loop stands."""
 
     OBSERVING = "Observing"  # collecting a window of metrics to judge the targets
-    PLANNING = "Planning"  # targets missed: diagnosing and choosing the next change
     ROLLING_OUT = "RollingOut"  # a trial's change is rolling out to the Deployment
     SETTLING = "Settling"  # rollout ready; ignoring warm-up time (prefix cache, CUDA graphs)
     MEASURING = "Measuring"  # collecting the trial's after-window
@@ -225,8 +224,6 @@ class Trial(StatusModel):
     """Hash of the vLLM configuration the trial rolled out (to recognise it after a restart)."""
     previous_config_hash: str | None = None
     """Hash of the configuration before the trial (what a rollback restores)."""
-    deployment_generation: int | None = Field(default=None, ge=0)
-    """The Deployment's metadata.generation after the trial's patch."""
     from_container: ContainerSnapshot | None = None
     """The container before the trial: what a rollback restores."""
     to_container: ContainerSnapshot | None = None

@@ -126,12 +126,6 @@ class Observation(BaseModel):
     )
 
     @property
-    def preemption_rate(self) -> float | None:
-        if self.preemptions is None or self.window_seconds <= 0:
-            return None
-        return self.preemptions / self.window_seconds
-
-    @property
     def load(self) -> LoadFingerprint:
         return LoadFingerprint(
             request_rate=self.request_rate,

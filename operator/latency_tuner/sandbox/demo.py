@@ -237,7 +237,12 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_SCENARIO,
         help=f"a shipped scenario ({', '.join(list_scenarios())}) or a scenario YAML file",
     )
-    p.add_argument("--timeout", type=float, default=600, help="seconds before giving up")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds before giving up (default: the scenario's timeouts.converge)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--report", type=Path, help="folder for report.md, trials.png, result.json")
     p.add_argument(
@@ -262,7 +267,7 @@ def main(argv: Sequence[str]) -> int:
         run_demo(
             scenario,
             workdir=folder / "run",
-            within=args.timeout,
+            within=args.timeout or scenario.timeouts.converge_seconds,
             out=progress,
             prometheus=False if args.no_prometheus else None,
         )

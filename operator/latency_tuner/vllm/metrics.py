@@ -149,8 +149,3 @@ ENGINE_LABEL = "engine"
 
 def family(signal: Signal) -> MetricFamily:
     return FAMILIES[signal]
-
-
-def histogram_suffixes(base: str) -> tuple[str, str, str]:
-    """The three series a histogram is exposed as."""
-    return (f"{base}_bucket", f"{base}_sum", f"{base}_count")

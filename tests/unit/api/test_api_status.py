@@ -29,7 +29,6 @@ def trial(number: int, **extra: Any) -> Trial:
 def test_the_phases_are_the_documented_ones() -> None:
     assert [str(p) for p in Phase] == [
         "Observing",
-        "Planning",
         "RollingOut",
         "Settling",
         "Measuring",
@@ -82,7 +81,7 @@ def test_a_full_status_survives_a_write_and_a_read() -> None:
             config_hash="abc",
             captured_at=NOW,
         ),
-        current_trial=trial(2, config_hash="def", deployment_generation=7),
+        current_trial=trial(2, config_hash="def"),
         trials=[trial(1, verdict=Verdict.KEEP, reason="ttft -30%", finished_at=NOW)],
         trial_count=2,
         recommendation=Recommendation(
@@ -94,7 +93,7 @@ def test_a_full_status_survives_a_write_and_a_read() -> None:
         ),
     )
     written = status.model_dump(mode="json", exclude_none=True)
-    assert written["currentTrial"]["deploymentGeneration"] == 7
+    assert written["currentTrial"]["configHash"] == "def"
     assert written["recommendation"]["to"] == "256"
     assert LatencyTargetStatus.model_validate(written) == status
 

@@ -72,7 +72,6 @@ def full_status() -> LatencyTargetStatus:
             before=snapshot,
             config_hash="h2",
             previous_config_hash="h1",
-            deployment_generation=9,
         ),
         trials=[
             Trial(

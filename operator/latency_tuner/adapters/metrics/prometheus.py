@@ -53,7 +53,6 @@ class PrometheusSource:
             session=session,
             timeout=settings.timeout_seconds,
         )
-        self.queries_sent = 0
 
     async def observe(
         self,
@@ -125,7 +124,6 @@ class PrometheusSource:
 
     def _query(self, expr: str, end: float | None) -> list[dict[str, Any]]:
         params = {"time": f"{end:.3f}"} if end is not None else None
-        self.queries_sent += 1
         try:
             data = self._client.custom_query(expr, params=params)
         except requests.exceptions.RequestException as exc:
