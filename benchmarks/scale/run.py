@@ -347,19 +347,19 @@ class _Source:
 def _operator(kubeconfig: str, interval: float, indexed_conflicts: bool) -> int:
     import kopf
 
+    from latency_tuner.controller import gather
     from latency_tuner.handlers.cli import run_operator
-    from latency_tuner.reconcile import Reconciler
     from latency_tuner.settings import OperatorSettings
 
     if indexed_conflicts:
         # Experiment only: what the reconcile costs without its O(N) LIST (a kopf index or an
         # informer cache answers "who else targets this Deployment" in O(1)).
         async def no_conflict(
-            self: Reconciler, spec: Any, namespace: str, name: str, claims: Any = None
+            latencytargets: Any, spec: Any, namespace: str, name: str, claims: Any = None
         ) -> None:
             return None
 
-        Reconciler._conflict = no_conflict  # type: ignore[method-assign]
+        gather.owner_conflict = no_conflict
 
     kopf.configure(quiet=True)  # as `--log-level warning`: no INFO line per handler run
     settings = OperatorSettings(

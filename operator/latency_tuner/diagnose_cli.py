@@ -29,6 +29,7 @@ from latency_tuner.adapters.metrics.scrape import ScrapeSource, ScrapeTarget
 from latency_tuner.api.durations import format_duration, parse_duration
 from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.controller.gather import selector
 from latency_tuner.core.cluster import ContainerConfig, container_patch
 from latency_tuner.core.diagnosis import Diagnosis, diagnose
 from latency_tuner.core.hardware import HardwareInfo
@@ -36,7 +37,6 @@ from latency_tuner.core.knobs import Change, apply
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
 from latency_tuner.core.planner import Exhausted, plan
 from latency_tuner.core.rollout import diagnosis_status
-from latency_tuner.reconcile import selector
 from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 EXIT_USAGE, EXIT_NOT_VLLM, EXIT_NO_DATA, EXIT_UNREACHABLE = 2, 3, 4, 5
