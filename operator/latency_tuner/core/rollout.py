@@ -491,7 +491,7 @@ def _observing(r: _Round, facts: Facts, current: WindowResult | None) -> Decisio
             )
             return r.decision("near miss: measuring again before giving up")
         return _exhausted(r, proposal.reason, recommend_only)
-    target = _target_container(proposal, cl, facts)
+    target = target_container(proposal, cl, facts.container)
     if recommend_only or r.spec.mode is Mode.OFF:
         return _recommend(r, proposal, target, facts)
     if r.status.trial_count >= r.spec.evaluation.max_trials:
@@ -521,17 +521,17 @@ def _exhausted(r: _Round, why: str, recommend_only: bool) -> Decision:
     return r.decision("exhausted")
 
 
-def _target_container(
-    change: knob_catalog.Change, cl: VllmCommandLine, facts: Facts
+def target_container(
+    change: knob_catalog.Change, cl: VllmCommandLine, current: ContainerConfig
 ) -> ContainerConfig:
-    assert facts.container is not None
+    """The container ``current`` becomes with ``change`` applied to its command line ``cl``."""
     applied = knob_catalog.apply(change, cl)
     command, args = applied.command_line.render()
     return ContainerConfig(
         command=tuple(command) if command is not None else None,
         args=tuple(args) if args is not None else None,
-        image=applied.image or facts.container.image,
-        gpu_limit=applied.gpu_limit if applied.gpu_limit is not None else facts.container.gpu_limit,
+        image=applied.image or current.image,
+        gpu_limit=applied.gpu_limit if applied.gpu_limit is not None else current.gpu_limit,
     )
 
 
@@ -912,5 +912,7 @@ __all__ = [
     "Window",
     "baseline_container",
     "decide",
+    "diagnosis_status",
+    "target_container",
     "windows_needed",
 ]
