@@ -35,12 +35,22 @@ from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.gather import gather
 from latency_tuner.controller.ports import Deployments, MetricsSource, Nodes, Ports
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, container_patch
-from latency_tuner.core.diagnosis import Diagnosis, NotVllm, diagnose
+from latency_tuner.core.diagnosis import Diagnosis
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.planner import Exhausted, plan
+from latency_tuner.core.planner import Exhausted
 from latency_tuner.core.promql import LabelMatcher
-from latency_tuner.core.rollout import Facts, MetricsFailure, diagnosis_status, target_container
-from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.core.rollout import (
+    Analysis,
+    Blocked,
+    Blocker,
+    Facts,
+    MetricsFailure,
+    Ready,
+    analyse,
+    diagnosis_status,
+    propose,
+    target_container,
+)
 
 EXIT_USAGE, EXIT_NOT_VLLM, EXIT_NO_DATA, EXIT_UNREACHABLE = 2, 3, 4, 5
 
@@ -260,18 +270,16 @@ async def observe(args: argparse.Namespace, spec: LatencyTargetSpec) -> Facts:
             await source.source.aclose()
 
 
-def recommend(
-    diagnosis: Diagnosis, observation: ObservationResult, facts: Facts, spec: LatencyTargetSpec
-) -> dict[str, Any] | None:
-    cl, container = facts.command_line, facts.container
-    assert isinstance(cl, VllmCommandLine) and container is not None
-    if not isinstance(observation, Observation) or not diagnosis.causes:
+def recommend(analysis: Analysis, facts: Ready, spec: LatencyTargetSpec) -> dict[str, Any] | None:
+    """The operator's next change for this window, as the JSON patch it would apply."""
+    observation = analysis.window
+    if not isinstance(observation, Observation) or not analysis.diagnosis.causes:
         return None
-    proposal = plan(diagnosis, observation, cl, spec.knobs, facts.hardware)
+    cl = facts.command_line
+    proposal = propose(spec, analysis.diagnosis, observation, cl, facts.hardware)
     if isinstance(proposal, Exhausted):
         return {"exhausted": proposal.reason, "advice": list(proposal.advice)}
-    assert facts.deployment is not None and facts.container_index is not None
-    target = target_container(proposal, cl, container)
+    target = target_container(proposal, cl, facts.container)
     return {
         "knob": proposal.knob.value,
         "from": proposal.from_value,
@@ -339,24 +347,13 @@ def main(argv: Sequence[str]) -> int:
     except UsageError as exc:
         print(f"latency-tuner diagnose: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    problem = _problem(args, facts)
-    if problem is not None:
-        code, message = problem
+    if isinstance(facts, Blocked) or isinstance(facts.windows.current, MetricsFailure):
+        code, message = _problem(args, facts)
         print(f"latency-tuner diagnose: {message}", file=sys.stderr)
         return code
-    cl = facts.command_line
-    assert isinstance(cl, VllmCommandLine)
-    obs = facts.windows["current"]
-    assert not isinstance(obs, MetricsFailure)
-    diagnosis = diagnose(
-        obs,
-        spec.objectives,
-        cl,
-        facts.hardware,
-        spec.knobs,
-        min_requests=spec.evaluation.min_requests,
-    )
-    recommendation = recommend(diagnosis, obs, facts, spec)
+    analysis = analyse(spec, facts.windows.current, facts.command_line, facts.hardware)
+    obs, diagnosis = analysis.window, analysis.diagnosis
+    recommendation = recommend(analysis, facts, spec)
     if args.json:
         status = diagnosis_status(diagnosis)
         print(
@@ -377,16 +374,16 @@ def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _problem(args: argparse.Namespace, facts: Facts) -> tuple[int, str] | None:
+def _problem(args: argparse.Namespace, facts: Facts) -> tuple[int, str]:
     """The exit code and message when there is nothing to diagnose, as the operator would
     fail the same target (no Deployment, no such container, not vLLM, metrics unreachable)."""
-    if facts.deployment is None:
-        return EXIT_USAGE, f"Deployment {args.namespace}/{args.deployment} not found"
-    if facts.container is None:
-        return EXIT_USAGE, facts.container_problem or "no container to diagnose"
-    if isinstance(facts.command_line, NotVllm):
-        return EXIT_NOT_VLLM, facts.command_line.reason
-    current = facts.windows.get("current")
-    if isinstance(current, MetricsFailure):
-        return EXIT_UNREACHABLE, current.message
-    return None
+    if isinstance(facts, Ready):
+        current = facts.windows.current
+        return EXIT_UNREACHABLE, current.message if isinstance(current, MetricsFailure) else "?"
+    match facts.blocker:
+        case Blocker.DEPLOYMENT_NOT_FOUND:
+            return EXIT_USAGE, f"Deployment {args.namespace}/{args.deployment} not found"
+        case Blocker.NOT_VLLM:
+            return EXIT_NOT_VLLM, facts.detail
+        case _:
+            return EXIT_USAGE, facts.detail or facts.blocker.value

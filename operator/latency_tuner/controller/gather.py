@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from latency_tuner.api.spec import LatencyTargetSpec
@@ -14,10 +13,19 @@ from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.controller.errors import ClusterError, ContainerNotFound, MetricsUnavailable
 from latency_tuner.controller.ports import LatencyTargets, Ports
 from latency_tuner.core.cluster import PodFacts
-from latency_tuner.core.diagnosis import NotVllm
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.promql import LabelMatcher, default_matchers
-from latency_tuner.core.rollout import Facts, MetricsFailure, WindowResult, windows_needed
+from latency_tuner.core.rollout import (
+    Blocked,
+    Blocker,
+    Facts,
+    MetricsFailure,
+    Ready,
+    Window,
+    WindowResult,
+    Windows,
+    windows_needed,
+)
 from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 # The LatencyTargets naming one Deployment: (creationTimestamp, name), oldest first wins.
@@ -44,25 +52,29 @@ async def gather(
     """What ``decide`` needs this round. ``claims``: see ``owner_conflict``."""
     view = await ports.deployments.get(namespace=namespace, name=spec.target_ref.name)
     if view is None:
-        return Facts(deployment=None)
+        return Blocked(Blocker.DEPLOYMENT_NOT_FOUND)
     try:
         index = view.container_index(spec.target_ref.container)
     except ContainerNotFound as exc:
-        return Facts(deployment=view.obj, container_problem=str(exc))
+        return Blocked(Blocker.CONTAINER_NOT_FOUND, str(exc))
     resource = gpu_resource(ports, spec)
     container = view.container_config(spec.target_ref.container, resource)
-    try:
-        command_line: VllmCommandLine | NotVllm = VllmCommandLine.parse(
-            list(container.command) if container.command is not None else None,
-            list(container.args) if container.args is not None else None,
-        )
-    except NotVllmError as exc:
-        command_line = NotVllm(str(exc))
     pods = await ports.deployments.pods(
         view, container=spec.target_ref.container, gpu_resource=resource
     )
     conflict = await owner_conflict(ports.latencytargets, spec, namespace, name, claims)
-    facts = Facts(
+    if conflict is not None:
+        return Blocked(Blocker.CONFLICT, conflict)
+    try:
+        command_line = VllmCommandLine.parse(
+            list(container.command) if container.command is not None else None,
+            list(container.args) if container.args is not None else None,
+        )
+    except NotVllmError as exc:
+        return Blocked(Blocker.NOT_VLLM, str(exc), await hardware(ports, spec, pods))
+    if ports.pods_seen is not None:
+        ports.pods_seen(namespace, name, pods)
+    return Ready(
         deployment=view.obj,
         container_index=index,
         container=container,
@@ -70,14 +82,9 @@ async def gather(
         rollout=view.rollout(pods),
         hardware=await hardware(ports, spec, pods),
         controller_owner=view.controller,
-        conflict_with=conflict,
         gpu_resource=resource,
+        windows=await windows(ports, spec, status, namespace, name, now),
     )
-    if conflict is not None or isinstance(command_line, NotVllm):
-        return facts
-    if ports.pods_seen is not None:
-        ports.pods_seen(namespace, name, pods)
-    return replace(facts, windows=await windows(ports, spec, status, namespace, name, now))
 
 
 async def owner_conflict(
@@ -150,26 +157,25 @@ async def windows(
     namespace: str,
     name: str,
     now: datetime,
-) -> dict[str, WindowResult]:
+) -> Windows[WindowResult]:
     """Every window ``windows_needed`` names, observed concurrently."""
     try:
         source = await ports.metrics_for(spec, namespace, name)
     except MetricsUnavailable as exc:
-        return {"current": MetricsFailure(str(exc))}
+        return Windows(current=MetricsFailure(str(exc)))
     matchers = selector(spec, namespace)
     wanted = windows_needed(spec, status, now)
 
-    async def one(window_end: float, seconds: float) -> WindowResult:
+    async def one(window: Window) -> WindowResult:
         try:
             return await source.observe(
                 matchers=matchers,
-                window_seconds=seconds,
+                window_seconds=window.seconds,
                 percentiles=percentiles(spec),
-                end=window_end,
+                end=window.end,
             )
         except MetricsUnavailable as exc:
             return MetricsFailure(str(exc))
 
-    names = list(wanted)
-    results = await asyncio.gather(*(one(wanted[n].end, wanted[n].seconds) for n in names))
-    return dict(zip(names, results, strict=True))
+    results = await asyncio.gather(*(one(w) for w in wanted.all()))
+    return wanted.fill(results)

@@ -23,7 +23,7 @@ from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.errors import StaleWrite
 from latency_tuner.controller.gather import Claims, gather, gpu_resource
 from latency_tuner.controller.ports import Ports
-from latency_tuner.core.rollout import Decision, Facts, Note, decide
+from latency_tuner.core.rollout import Decision, Facts, Note, Ready, Reason, decide
 
 log = logging.getLogger("latency_tuner.controller")
 
@@ -38,7 +38,7 @@ class Outcome:
     status: LatencyTargetStatus | None = None
     initial: LatencyTargetStatus | None = None  # the status as read when the reconcile began
     patched: int = 0
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # each step's decision, for logs and tests
 
 
 class Reconciler:
@@ -110,13 +110,14 @@ class Reconciler:
         )
         if new != status:
             await self.ports.latencytargets.write_status(namespace=namespace, name=name, status=new)
-            outcome.notes.append(Note("Warning", "InvalidSpec", message))
+            outcome.notes.append(Reason.INVALID_SPEC.note(message))
         outcome.status = new
 
     async def _apply(
         self, decision: Decision, spec: LatencyTargetSpec, facts: Facts, outcome: Outcome
     ) -> bool:
-        assert decision.apply is not None and facts.deployment is not None
+        # Only a round that saw the Deployment (Ready) can ask for a change.
+        assert decision.apply is not None and isinstance(facts, Ready)
         view = DeploymentView(dict(facts.deployment))
         try:
             await self.ports.deployments.patch_container(

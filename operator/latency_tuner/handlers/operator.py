@@ -29,7 +29,7 @@ from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
-from latency_tuner.core.rollout import baseline_container
+from latency_tuner.core.rollout import Reason, baseline_container
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -211,7 +211,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     for trial in after.trials:
         if trial.id in finished and trial.verdict is not None:
             metrics.trials.labels(trial.verdict.value).inc()
-    if any(n.reason in ("Reverting", "TrialFailed") for n in outcome.notes):
+    if any(n.reason.rolls_back for n in outcome.notes):
         metrics.rollbacks.inc()
     try:
         spec = LatencyTarget.from_manifest(dict(body)).spec
@@ -256,9 +256,5 @@ async def _restore_locked(
     except Conflict as exc:
         raise kopf.TemporaryError("the Deployment changed while restoring", delay=2) from exc
     # kopf.event, not kopf.info: info is filtered by settings.posting.level (WARNING here).
-    kopf.event(
-        body,
-        type="Normal",
-        reason="Restored",
-        message=f"restored the original arguments of Deployment {view.name}",
-    )
+    note = Reason.RESTORED.note(f"restored the original arguments of Deployment {view.name}")
+    kopf.event(body, type=note.type, reason=note.reason, message=note.message)
