@@ -7,8 +7,7 @@ from typing import Any
 
 from latency_tuner.controller.errors import ContainerNotFound
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
-
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"  # the operator-wide default; the spec may name another
+from latency_tuner.core.rollout.facts import DEFAULT_GPU_RESOURCE
 
 
 @dataclass(frozen=True)
@@ -103,3 +102,6 @@ def container_config(container: dict[str, Any], gpu_resource: str) -> ContainerC
         image=str(container.get("image", "")),
         gpu_limit=int(gpu) if gpu is not None else None,
     )
+
+
+__all__ = ["DEFAULT_GPU_RESOURCE", "DeploymentView", "container_config"]

@@ -24,7 +24,7 @@ import kopf
 
 from latency_tuner.api.crd import build_crd
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.controller.deployment import container_config
+from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, container_config
 from latency_tuner.handlers.cli import run_kwargs
 from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.settings import OperatorSettings
@@ -247,7 +247,7 @@ async def _roll(world: World, dep: dict[str, Any]) -> None:
     name = dep["metadata"]["name"]
     container = dep["spec"]["template"]["spec"]["containers"][0]
     cl = VllmCommandLine.parse(container.get("command"), container.get("args"))
-    fingerprint = container_config(container, "nvidia.com/gpu").fingerprint()
+    fingerprint = container_config(container, DEFAULT_GPU_RESOURCE).fingerprint()
     labels = dep["spec"]["template"]["metadata"]["labels"]
     pods = [
         p["metadata"]["name"]

@@ -23,7 +23,7 @@ from latency_tuner.core.observation import ObservationResult
 from latency_tuner.vllm.args import VllmCommandLine
 
 BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its noise
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"  # the operator-wide default; the spec's TP may name another
 
 T = TypeVar("T")
 U = TypeVar("U")
