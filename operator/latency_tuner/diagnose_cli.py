@@ -188,34 +188,43 @@ class NoLatencyTargets:
         raise UsageError("diagnose never writes a status")
 
 
-async def _metrics(args: argparse.Namespace, spec: LatencyTargetSpec) -> MetricsSource:
-    """Prometheus, or the ``--scrape`` URLs sampled over the whole window (before ``gather``
-    asks for the window ending now)."""
-    if args.prometheus:
-        token = None
-        if args.bearer_token_file:
-            token = (await asyncio.to_thread(Path(args.bearer_token_file).read_text)).strip()
-        return PrometheusSource(
-            PrometheusSettings(url=args.prometheus, bearer_token=token, ca_file=args.ca_file)
-        )
-    # Direct scrape: sample every pod over the window, label it as Prometheus would.
-    targets = [
-        ScrapeTarget(url, {"namespace": args.namespace, "pod": f"{args.deployment}-pod-{i}"})
-        for i, url in enumerate(args.scrape)
-    ]
-    scrape = ScrapeSource(lambda: targets)
-    interval = parse_duration(args.scrape_interval)
-    started = time.monotonic()
-    while True:
-        await scrape.scrape_once()
-        if time.monotonic() - started >= spec.evaluation.window_seconds:
-            break
-        await asyncio.sleep(interval)
-    return _AnyPod(scrape)
+class _Metrics:
+    """The diagnosis' ``MetricsFor``: Prometheus, or the ``--scrape`` URLs sampled over a
+    whole window when ``gather`` first asks (after the container checks, so a Deployment that
+    cannot be diagnosed fails at once)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.scraped: ScrapeSource | None = None
+
+    async def __call__(self, spec: LatencyTargetSpec, namespace: str, name: str) -> MetricsSource:
+        args = self.args
+        if args.prometheus:
+            token = None
+            if args.bearer_token_file:
+                token = (await asyncio.to_thread(Path(args.bearer_token_file).read_text)).strip()
+            return PrometheusSource(
+                PrometheusSettings(url=args.prometheus, bearer_token=token, ca_file=args.ca_file)
+            )
+        # Direct scrape: sample every pod over the window, label it as Prometheus would.
+        targets = [
+            ScrapeTarget(url, {"namespace": args.namespace, "pod": f"{args.deployment}-pod-{i}"})
+            for i, url in enumerate(args.scrape)
+        ]
+        self.scraped = scrape = ScrapeSource(lambda: targets)
+        interval = parse_duration(args.scrape_interval)
+        started = time.monotonic()
+        while True:
+            await scrape.scrape_once()
+            if time.monotonic() - started >= spec.evaluation.window_seconds:
+                break
+            await asyncio.sleep(interval)
+        return _JustSampled(scrape)
 
 
-class _AnyPod:
-    """The scraped series carry made-up pod names: select by namespace only."""
+class _JustSampled:
+    """The window just sampled: it ends now (not when ``gather`` began), and the series carry
+    made-up pod names, so it is selected by namespace only."""
 
     def __init__(self, source: ScrapeSource) -> None:
         self.source = source
@@ -232,7 +241,6 @@ class _AnyPod:
             matchers=[m for m in matchers if m.label != "pod"],
             window_seconds=window_seconds,
             percentiles=percentiles,
-            end=end,
         )
 
 
@@ -249,25 +257,21 @@ async def observe(args: argparse.Namespace, spec: LatencyTargetSpec) -> Facts:
 
         client = await asyncio.to_thread(make_api_client, args.kubeconfig)
         deployments, nodes = KubeDeployments(client), KubeNodes(client)
-    source = await _metrics(args, spec)
+    metrics = _Metrics(args)
+    ports = Ports(
+        deployments=deployments,
+        latencytargets=NoLatencyTargets(),
+        metrics_for=metrics,
+        nodes=nodes,
+    )
     try:
-
-        async def metrics_for(_spec: LatencyTargetSpec, _ns: str, _name: str) -> MetricsSource:
-            return source
-
-        ports = Ports(
-            deployments=deployments,
-            latencytargets=NoLatencyTargets(),
-            metrics_for=metrics_for,
-            nodes=nodes,
-        )
         status = LatencyTargetStatus()
         return await gather(
             ports, spec, status, args.namespace, "diagnose", ports.clock(), claims=()
         )
     finally:
-        if isinstance(source, _AnyPod):
-            await source.source.aclose()
+        if metrics.scraped is not None:
+            await metrics.scraped.aclose()
 
 
 def recommend(analysis: Analysis, facts: Ready, spec: LatencyTargetSpec) -> dict[str, Any] | None:
