@@ -66,9 +66,10 @@ async def gather(
     if conflict is not None:
         return Blocked(Blocker.CONFLICT, conflict)
     try:
-        command_line = VllmCommandLine.parse(
+        command_line = VllmCommandLine.of_container(
             list(container.command) if container.command is not None else None,
             list(container.args) if container.args is not None else None,
+            image=container.image,
         )
     except NotVllmError as exc:
         return Blocked(Blocker.NOT_VLLM, str(exc), await hardware(ports, spec, pods))
