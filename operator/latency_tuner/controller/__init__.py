@@ -6,10 +6,11 @@ operator's loop runs this code: the kopf handlers (the Kubernetes and metrics ad
 convergence benchmark (a virtual Deployment, simulated metrics, a virtual clock) and
 ``latency-tuner diagnose`` (``gather`` over a Deployment file or the cluster, read only).
 
-- ``ports``: the Protocols the loop needs (Deployments, nodes, LatencyTargets, metrics, clock)
-  and the errors an implementation raises through them.
-- ``deployment``: a Deployment as read (``DeploymentView``), pure.
-- ``gather``: the ``Facts`` of one round.
+- ``ports``: the Protocols the loop needs (Deployments, nodes, LatencyTargets, metrics, clock),
+  gathered in ``Ports``;
+- ``errors``: the failures an implementation raises through them (adapters subclass them);
+- ``deployment``: a Deployment as read (``DeploymentView``), pure;
+- ``gather``: the ``Facts`` of one round;
 - ``reconciler``: ``Reconciler.run``.
 
 It must never import an adapter (``latency_tuner.adapters``), kopf or a client library: the

@@ -3,7 +3,6 @@ windows ``core.rollout.windows_needed`` asks for. Read through the ports; decide
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime
@@ -159,7 +158,7 @@ async def windows(
     name: str,
     now: datetime,
 ) -> Windows[WindowResult]:
-    """Every window ``windows_needed`` names, observed concurrently."""
+    """Every window ``windows_needed`` names, observed in turn."""
     try:
         source = await ports.metrics_for(spec, namespace, name)
     except MetricsUnavailable as exc:
@@ -178,5 +177,6 @@ async def windows(
         except MetricsUnavailable as exc:
             return MetricsFailure(str(exc))
 
-    results = await asyncio.gather(*(one(w) for w in wanted.all()))
-    return wanted.fill(results)
+    # One after the other: a source may bound the observations it answers at once (the
+    # Prometheus source fails the ones over its cap as busy), and judging a trial needs all six.
+    return wanted.fill([await one(w) for w in wanted.all()])
