@@ -203,8 +203,8 @@ async def run_demo(
     if not _finished(status):
         problems.append(f"did not finish within {within:.0f} s (phase {status.get('phase')})")
     if expect is not None:
-        if met != expect.targets_met:
-            problems.append(f"targetsMet is {met}, expected {expect.targets_met}")
+        if met != expect.feasible:
+            problems.append(f"targetsMet is {met}, expected {expect.feasible} (expect.feasible)")
         if expect.max_trials is not None and len(trials) > expect.max_trials:
             problems.append(f"{len(trials)} trials, expected at most {expect.max_trials}")
     return DemoResult(
