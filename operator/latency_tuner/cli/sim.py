@@ -153,6 +153,7 @@ def main(argv: list[str]) -> int:
         print(_USAGE)
         return 0
     _setup_logging()
+    # Under the simulator's logger, so that its vLLM-style log format applies.
     log = logging.getLogger("latency_tuner.simulator.cli")
     uvicorn = logging.getLogger("uvicorn")
     try:
