@@ -122,6 +122,7 @@ class CostModel:
         decode_contexts: Sequence[int],
         prefill_chunks: Sequence[tuple[int, int]],
         spec_tokens: int = 0,
+        kernel_only: bool = False,
     ) -> float:
         """Seconds for one engine step.
 
@@ -157,6 +158,10 @@ class CostModel:
         host = e.step_overhead_s + e.per_seq_overhead_s * (n_decode + len(prefill_chunks))
         draft = self._draft_time(n_decode, spec_tokens) if spec_tokens > 0 else 0.0
         return host + gpu + draft
+
+    def request_overhead(self, prompt_tokens: int) -> float:
+        """Seconds a request spends outside the engine's steps before its first token."""
+        return 0.0
 
     # --- parts (public for tests and what-if tools) ----------------------------------------------
 
