@@ -50,6 +50,11 @@ class Line:
         return self.model / self.reference - 1.0
 
 
+# aiconfigurator's system names: its a100_sxm is the 80 GB SXM4 card (a bare "A100" resolves to
+# the 40 GB one, conservatively).
+REFERENCE_GPUS = {"a100_sxm": "A100-80G", "h100_sxm": "H100-SXM"}
+
+
 def _latency_rows(folder: Path) -> list[Line]:
     import csv
 
@@ -59,7 +64,7 @@ def _latency_rows(folder: Path) -> list[Line]:
             ttft = row["measure"] == "ttft"
             got = predict(
                 row["model"],
-                row["gpu"],
+                REFERENCE_GPUS.get(row["gpu"], row["gpu"]),
                 tp=int(row["tp"]),
                 quantization="fp8" if row["weights"] == "fp8" else None,
                 kv_cache_dtype="fp8" if row["kv_cache"] == "fp8" else None,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from latency_tuner.simulator.config import build_engine_config
-from latency_tuner.simulator.engine import RequestRecord, VirtualEngine
+from latency_tuner.simulator.engine import RequestRecord, SimRequest, VirtualEngine
 from latency_tuner.vllm.args import VllmCommandLine
 
 __all__ = [
@@ -230,19 +230,36 @@ def _closed_loop_run(row: MeasuredRow, clients: int) -> tuple[float, float, floa
     rng = random.Random(2)
     rounds = 4
 
-    def make_request(_: int) -> tuple[list[int], int]:
-        return _prompt(rng, row.prompt_tokens), row.output_tokens
+    def prompt() -> list[int]:
+        return _prompt(rng, row.prompt_tokens)
 
-    records = engine.run_closed_loop(
-        concurrency=clients, num_requests=clients * (rounds + 2), make_request=make_request
-    )
+    # Steady state, as a benchmark measures it after its warm-up: the clients' requests spread
+    # over one request's duration, not all sent in the same instant (a burst of identical
+    # requests would stay in lock-step: a deterministic engine has no jitter to undo it).
+    alone = VirtualEngine(engine.core.config, cost=engine.core.cost)
+    cycle = alone.run_requests([SimRequest(prompt(), row.output_tokens)])[0].e2e
+    budget = clients * (rounds + 2)
+    sent = 0
+
+    def send(at: float) -> None:
+        nonlocal sent
+        engine.submit(prompt(), row.output_tokens, at=at)
+        sent += 1
+
+    def next_one(record: RequestRecord) -> None:
+        if sent < budget:
+            send(record.finish)
+
+    engine.on_finish = next_one
+    for i in range(clients):
+        send(i * cycle / clients)
+    engine.run_until_idle()
+    records = engine.records
     kept = _steady(records, clients)
     start = min(r.arrival for r in kept)
     end = max(r.finish for r in kept)
     # Output tokens/s over the steady span, counting the tokens produced inside it.
-    produced = sum(
-        sum(1 for t in r.token_times if start <= t <= end) for r in records
-    )  # fmt: skip
+    produced = sum(sum(1 for t in r.token_times if start <= t <= end) for r in records)
     return (
         statistics.fmean(r.ttft for r in kept) * 1e3,
         statistics.fmean(r.tpot for r in kept) * 1e3,

@@ -309,7 +309,7 @@ class SimServer:
 
     async def _outputs(self, prepared: _Prepared) -> AsyncGenerator[RequestOutput, None]:
         """Engine outputs of one request as they come; aborts it if the consumer goes away."""
-        queue = self.engine.add_request(
+        queue = await self.engine.submit(
             prepared.request_id, prepared.prompt_ids, prepared.max_tokens
         )
         finished = False
