@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from latency_tuner.simulator.measured import (
+    REFERENCE_GPUS,
     MeasuredRow,
     load_measured_rows,
     simulate_measured_row,
@@ -48,11 +49,6 @@ class Line:
     @property
     def error(self) -> float:
         return self.model / self.reference - 1.0
-
-
-# aiconfigurator's system names: its a100_sxm is the 80 GB SXM4 card (a bare "A100" resolves to
-# the 40 GB one, conservatively).
-REFERENCE_GPUS = {"a100_sxm": "A100-80G", "h100_sxm": "H100-SXM"}
 
 
 def _latency_rows(folder: Path) -> list[Line]:

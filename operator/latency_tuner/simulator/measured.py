@@ -8,6 +8,11 @@ the simulator, in virtual time, the way each was measured.
 - ``closed-loop C``: C clients, each sends its next request when the previous one finished; means
   over the requests that ran at full concurrency; TTFT, TPOT and output tokens/s;
 - a ratio of throughputs ("6.6x the concurrency-1 throughput") is replayed at both loads.
+Rows measured on vLLM's V0 engine (the CI builds of late 2024, vLLM <= 0.7) saw each step's
+tokens one step late: V0's async output processing handed step N's outputs to the server while
+step N+1 ran and returned them when it finished. The replay of those rows reads a request's first
+token at the end of the step after its prefill (V1, which the simulator models, sends outputs at
+the end of their own step).
 Rows it cannot model get a reason from ``unsupported_reason`` (e.g. TensorRT-LLM throughput at
 offline max load: another engine). Reads one CSV; otherwise no I/O, no clock.
 """
@@ -28,12 +33,17 @@ from latency_tuner.simulator.engine import RequestRecord, SimRequest, VirtualEng
 from latency_tuner.vllm.args import VllmCommandLine
 
 __all__ = [
+    "REFERENCE_GPUS",
     "MeasuredRow",
     "Replay",
     "load_measured_rows",
     "simulate_measured_row",
     "unsupported_reason",
 ]
+
+# aiconfigurator's system names in latency_points.csv: its a100_sxm is the 80 GB SXM4 card (a bare
+# "A100" resolves to the 40 GB one, conservatively).
+REFERENCE_GPUS = {"a100_sxm": "A100-80G", "h100_sxm": "H100-SXM"}
 
 _SHAREGPT_MAX_PROMPT = 1024  # benchmark_serving's ShareGPT filter
 _SHAREGPT_MAX_OUTPUT = 1024
@@ -58,6 +68,7 @@ class MeasuredRow:
     throughput: float | None  # output tok/s, or a ratio to the concurrency-1 run
     throughput_is_ratio: bool
     engine_note: str
+    v0_engine: bool  # vLLM's V0 engine (before 0.8): outputs one step late
 
     @property
     def concurrency(self) -> int:
@@ -121,6 +132,8 @@ def _row(raw: dict[str, str]) -> MeasuredRow:
         throughput=float(ratio.group(1)) if ratio else _number(throughput_text),
         throughput_is_ratio=ratio is not None,
         engine_note=raw["model"] + " " + notes,
+        v0_engine="buildkite.com/vllm/performance-benchmark" in raw["source"]
+        or "vLLM 0.6" in notes,
     )
 
 
@@ -211,10 +224,18 @@ def _poisson(row: MeasuredRow) -> Replay:
     itls = [gap for r in records for gap in r.itls]
     return Replay(
         row,
-        statistics.fmean(r.ttft for r in records) * 1e3,
+        statistics.fmean(_ttft(r, row.v0_engine) for r in records) * 1e3,
         statistics.fmean(itls) * 1e3,
         None,
     )
+
+
+def _ttft(record: RequestRecord, v0_engine: bool) -> float:
+    """Time to the first token as the client saw it (V0: at the end of the next step)."""
+    times = sorted(set(record.token_times))
+    if v0_engine and len(times) > 1:
+        return times[1] - record.arrival
+    return record.ttft
 
 
 def _steady(records: Sequence[RequestRecord], concurrency: int) -> list[RequestRecord]:
