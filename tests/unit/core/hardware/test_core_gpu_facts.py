@@ -23,6 +23,7 @@ from latency_tuner.core.hardware import BandwidthClass, HardwareInfo, normalize_
         ("NVIDIA-A100-SXM4-40GB", "A100-40G"),
         ("NVIDIA-A100-PCIE-40GB", "A100-40G-PCIe"),
         ("A100-80G", "A100-80G"),
+        ("A100", "A100-40G"),  # memory not stated: the smaller card, never the optimistic one
         ("A100-80G-PCIe", "A100-80G-PCIe"),
         ("NVIDIA-A100-PCIE-80GB", "A100-80G-PCIe"),
         ("NVIDIA-L40S", "L40S"),
