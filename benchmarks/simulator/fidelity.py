@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from latency_tuner.simulator.measured import (
+    NOT_COMPARED,
     REFERENCE_GPUS,
     MeasuredRow,
     load_measured_rows,
@@ -218,6 +219,9 @@ def main(argv: Sequence[str]) -> int:
     print("rows the simulator does not model:")
     for reason in skipped:
         print(f"  {reason}")
+    print("figures not compared:")
+    for (row_id, measure), reason in NOT_COMPARED.items():
+        print(f"  {row_id} {measure}: {reason}")
     return 0
 
 

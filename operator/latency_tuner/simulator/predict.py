@@ -190,6 +190,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt-tokens", type=int, required=True)
     p.add_argument("--output-tokens", type=int, required=True)
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument(
+        "--kernel-only",
+        action="store_true",
+        help="GPU time only: no per-step host time, no per-request server time",
+    )
     p.add_argument("--json", action="store_true", help="print JSON only")
     return p
 
@@ -213,6 +218,7 @@ def main_predict(argv: list[str]) -> int:
             cpu_offload_gb=args.cpu_offload_gb,
             speculative_config=args.speculative_config,
             spec_acceptance=args.sim_spec_acceptance,
+            kernel_only=args.kernel_only,
         )
     except (StartupError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
