@@ -319,6 +319,7 @@ class AsyncEngine:
         self.max_lag = max_lag  # behind the modeled time by more than this: restart from now
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._pending: set[str] = set()  # submitted, not yet in the engine core
 
     def add_request(
         self,
@@ -348,10 +349,18 @@ class AsyncEngine:
         """A request arriving at the server now: it reaches the engine core after the server's
         per-request work (``CostModel.request_overhead``)."""
         arrival = self.clock.now()
-        await self.clock.sleep_until(
-            arrival + self.core.cost.request_overhead(len(prompt_token_ids))
-        )
+        self._pending.add(request_id)
+        try:
+            await self.clock.sleep_until(
+                arrival + self.core.cost.request_overhead(len(prompt_token_ids))
+            )
+        finally:
+            self._pending.discard(request_id)
         return self.add_request(request_id, prompt_token_ids, max_tokens, arrival=arrival)
+
+    def in_use(self, request_id: str) -> bool:
+        """A request with this id is in the engine or on its way there."""
+        return request_id in self._pending or request_id in self.core.scheduler.requests
 
     def abort(self, request_id: str) -> None:
         self.core.abort(request_id)

@@ -286,7 +286,7 @@ class SimServer:
         )
         base = request.headers.get("X-Request-Id") or str(body.get("request_id") or "")
         request_id = f"{prefix}-{base or uuid.uuid4().hex}"
-        if request_id in self.core.scheduler.requests:
+        if self.engine.in_use(request_id):
             raise ApiError(f"request id {request_id!r} is already in use")
         return _Prepared(request_id, prompt_ids, max_tokens, stream, include_usage, continuous)
 
