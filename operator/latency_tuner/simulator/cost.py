@@ -86,6 +86,9 @@ class Efficiencies:
     pp_send_latency_s: float = 20e-6
 
 
+_HOPPER_BF16_READ = 0.78  # BF16 GEMV read fraction of the GPU the published figures come from
+
+
 def _rss(a: float, b: float) -> float:
     return math.hypot(a, b)
 
@@ -119,7 +122,8 @@ class CostModel:
             self._weight_bw = min(self._bf16_weight_bw, sm_limit)
             self._gemm_peak = g.fp8_tflops * 1e12 * g.tensor_clock_factor * e.gemm_fp8
         else:  # INT4, or FP8 weight-only on GPUs without FP8 tensor cores (Marlin)
-            self._weight_bw = self._bw * e.weight_bw_int4 * bf16_bw_eff / 0.78
+            # The published Marlin fraction is an H100's; scale it by this GPU's read fraction.
+            self._weight_bw = self._bw * e.weight_bw_int4 * bf16_bw_eff / _HOPPER_BF16_READ
             self._gemm_peak = self._bf16_peak * e.gemm_bf16 * e.gemm_dequant_factor
         self._lm_head_params = m.lm_head_params / tp
         self._kv_per_token = kv_bytes_per_token_per_gpu(m, config.kv_dtype, tp, 1)
