@@ -157,7 +157,9 @@ def test_an_unknown_field_with_no_near_spelling_lists_the_known_ones() -> None:
 def test_quantization_variants_need_unique_names_and_something_to_change() -> None:
     twice = problems(
         knobs={
-            "quantization": {"variants": [{"name": "a", "model": "x"}, {"name": "a", "image": "y"}]}
+            "quantization": {
+                "variants": [{"name": "a", "model": "org/x"}, {"name": "a", "image": "y"}]
+            }
         }
     )
     assert "spec.knobs.quantization: variant names must be unique; repeated: a" in twice
@@ -256,3 +258,114 @@ def test_the_spec_is_immutable() -> None:
     spec = LatencyTarget.from_manifest(manifest()).spec
     with pytest.raises(ValueError, match="frozen"):
         spec.paused = True  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"evaluation": {"settle": "100000000h"}}, "spec.evaluation.settle", "too large"),
+        ({"evaluation": {"settle": "25h"}}, "spec.evaluation.settle", "longer than 24h"),
+        ({"evaluation": {"window": "24h1s"}}, "spec.evaluation.window", "longer than 24h"),
+        ({"evaluation": {"cooldown": "169h"}}, "spec.evaluation.cooldown", "longer than 168h"),
+        (
+            {"evaluation": {"progressDeadline": "999999h"}},
+            "spec.evaluation.progressDeadline",
+            "longer than 24h",
+        ),
+        (
+            {"objectives": {"itl": {"percentile": 95, "threshold": "2h"}}},
+            "spec.objectives.itl.threshold",
+            "longer than 1h",
+        ),
+        ({"evaluation": {"minRequests": 10**12}}, "spec.evaluation.minRequests", "10000000"),
+        (
+            {"knobs": {"maxNumSeqs": {"min": 1, "max": 10**12}}},
+            "spec.knobs.maxNumSeqs.max",
+            "16777216",
+        ),
+        (
+            {
+                "knobs": {
+                    "speculativeDecoding": {
+                        "configs": [{"method": "ngram"}],
+                        "maxConcurrency": 1e308,
+                    }
+                }
+            },
+            "spec.knobs.speculativeDecoding.maxConcurrency",
+            "100000",
+        ),
+        (
+            {
+                "knobs": {
+                    "speculativeDecoding": {
+                        "configs": [{"method": "ngram"}],
+                        "maxConcurrency": float("inf"),
+                    }
+                }
+            },
+            "spec.knobs.speculativeDecoding.maxConcurrency",
+            "finite",
+        ),
+        (
+            {"knobs": {"gpuMemoryUtilization": {"max": float("nan")}}},
+            "spec.knobs.gpuMemoryUtilization.max",
+            "finite",
+        ),
+    ],
+)
+def test_absurd_durations_and_numbers_are_refused_when_written(
+    spec: dict[str, Any], field: str, words: str
+) -> None:
+    """An accepted absurd value used to overflow the operator's date maths on every reconcile,
+    with no status at all; it is now refused up front, naming the field."""
+    message = problems(**spec)
+    assert field in message
+    assert words in message
+
+
+def test_the_largest_allowed_values_are_accepted() -> None:
+    spec = LatencyTarget.from_manifest(
+        manifest(
+            evaluation={"window": "24h", "settle": "24h", "cooldown": "168h"},
+            objectives={"e2e": {"percentile": 99, "threshold": "1h"}},
+        )
+    ).spec
+    assert spec.evaluation.cooldown_seconds == 168 * 3600
+
+
+def variant(**fields: Any) -> dict[str, Any]:
+    return {"quantization": {"variants": [{"name": "v", **fields}]}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"args": ["--trust-remote-code"]}, "may not set --trust-remote-code"),
+        ({"args": ["--api-key", "stolen"]}, "may not set --api-key"),
+        ({"args": ["--served-model-name=x"]}, "may not set --served-model-name=x"),
+        ({"args": ["-q", "awq", "--port", "1"]}, "may not set --port"),
+        ({"model": "--trust-remote-code"}, "spec.knobs.quantization.variants[0].model"),
+        ({"model": "model with spaces/x"}, "spec.knobs.quantization.variants[0].model"),
+        ({"image": "attacker.example/miner latest"}, "spec.knobs.quantization.variants[0].image"),
+        ({"image": "registry/Upper-Case:1"}, "spec.knobs.quantization.variants[0].image"),
+    ],
+)
+def test_a_quantization_variant_may_change_only_model_image_and_checkpoint_flags(
+    fields: dict[str, Any], words: str
+) -> None:
+    assert words in problems(knobs=variant(**fields))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"model": "org/model-AWQ", "args": ["--quantization", "awq_marlin"]},
+        {"model": "/models/llama-fp8", "args": ["-q=fp8", "--max_model_len", "8192"]},
+        {"image": "registry.example:5000/ml/vllm-openai:v0.11.0-awq"},
+        {"args": ["--dtype", "float16", "--load-format=safetensors"]},
+    ],
+)
+def test_checkpoint_variants_are_accepted(fields: dict[str, Any]) -> None:
+    spec = LatencyTarget.from_manifest(manifest(knobs=variant(**fields))).spec
+    assert spec.knobs.quantization is not None

@@ -89,6 +89,21 @@ EXPECTED: dict[str, tuple[list[str], list[str], bool]] = {
         ["spec.knobs.kvCacheDtype.0", "'int4' is not one of"],
         True,
     ),
+    "absurd-settle.yaml": (
+        ["spec.evaluation.settle", "'100000000h' is too large"],
+        ["spec.evaluation.settle", "does not match"],
+        True,
+    ),
+    "huge-batch-bound.yaml": (
+        ["spec.knobs.maxNumBatchedTokens.max"],
+        ["spec.knobs.maxNumBatchedTokens.max"],
+        True,
+    ),
+    "variant-with-server-flags.yaml": (
+        ["spec.knobs.quantization.variants[0]", "may not set --trust-remote-code, --api-key"],
+        ["spec.knobs.quantization.variants.0", "a variant's args may set only quantization"],
+        False,
+    ),
     "missing-target-ref.yaml": (
         ["spec.targetRef", "Field required"],
         ["spec: 'targetRef' is a required property"],

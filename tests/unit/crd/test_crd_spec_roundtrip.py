@@ -9,12 +9,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from latency_tuner.api import LatencyTargetSpec, format_duration
+from latency_tuner.api.spec import MODEL_PATTERN
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
-durations = st.integers(min_value=1, max_value=48 * 3600 * 1000).map(
-    lambda ms: format_duration(ms / 1000)
-)
+
+
+def durations_up_to(hours: int) -> st.SearchStrategy[str]:
+    """Durations the spec accepts: positive, and at most the field's cap."""
+    return st.integers(min_value=1, max_value=hours * 3600 * 1000).map(
+        lambda ms: format_duration(ms / 1000)
+    )
+
+
+thresholds = durations_up_to(1)
+durations = durations_up_to(24)
 maybe_zero_durations = st.one_of(st.just("0s"), durations)
+cooldowns = st.one_of(st.just("0s"), durations_up_to(168))
 
 
 @st.composite
@@ -28,7 +38,7 @@ def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 objective = st.fixed_dictionaries(
-    {"percentile": st.sampled_from([50, 90, 95, 99]), "threshold": durations}
+    {"percentile": st.sampled_from([50, 90, 95, 99]), "threshold": thresholds}
 )
 objectives = st.fixed_dictionaries(
     {}, optional={"ttft": objective, "itl": objective, "e2e": objective}
@@ -38,9 +48,17 @@ variants = st.lists(
     st.fixed_dictionaries(
         {"name": names},
         optional={
-            "model": st.text(min_size=1, max_size=30),
-            "image": st.text(min_size=1, max_size=30),
-            "args": st.lists(st.text(max_size=20), max_size=4),
+            "model": st.from_regex(MODEL_PATTERN, fullmatch=True).filter(lambda m: len(m) < 64),
+            "image": st.from_regex(
+                r"[a-z0-9]{1,10}(/[a-z0-9]{1,10})?(:[a-z0-9][a-z0-9.]{0,7})?", fullmatch=True
+            ),
+            "args": st.lists(
+                st.one_of(
+                    st.sampled_from(["--quantization", "-q", "--dtype=half", "--max_model_len"]),
+                    st.from_regex(r"[a-z0-9_]{1,12}", fullmatch=True),
+                ),
+                max_size=4,
+            ),
         },
     ).filter(lambda v: "model" in v or "image" in v or v.get("args")),
     min_size=1,
@@ -94,7 +112,7 @@ specs = st.fixed_dictionaries(
                 "minImprovement": st.floats(min_value=0, max_value=0.99),
                 "maxTrials": st.integers(1, 100),
                 "progressDeadline": durations,
-                "cooldown": maybe_zero_durations,
+                "cooldown": cooldowns,
             },
         ),
         "knobs": knobs,
