@@ -33,7 +33,8 @@ real API server where our operator, kopf, the client and kubectl can tell the di
   what is in it; deleting a CRD stops serving its resource and drops its objects.
 - Lists carry `kind`/`apiVersion`/`metadata.resourceVersion`; `labelSelector` (=, ==, !=, in,
   notin, exists, !exists) and `fieldSelector` (=, ==, != on any dotted path, e.g.
-  `metadata.name`) filter lists and watches; `Accept: ...;as=Table` gets a NAME/AGE table.
+  `metadata.name`) filter lists and watches; `Accept: ...;as=Table` gets the columns
+  `kubectl get` prints (`_table`).
 - Watches answer `application/json`, one event per line; they replay from `resourceVersion`
   (410 Gone ERROR event when it is older than the kept history), support
   `sendInitialEvents` + the initial-events-end BOOKMARK, periodic BOOKMARKs when

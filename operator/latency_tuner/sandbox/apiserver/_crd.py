@@ -76,6 +76,7 @@ def served_resources(crd: Body) -> list[ResourceDef]:
             singular=names.get("singular") or names["kind"].lower(),
             schema=(version.get("schema") or {}).get("openAPIV3Schema"),
             custom=True,
+            printer_columns=tuple(version.get("additionalPrinterColumns") or ()),
         )
         for version in spec["versions"]
         if version.get("served", True)

@@ -9,7 +9,6 @@ discovery and OpenAPI (`_discovery`). Every error is a Kubernetes `Status` body.
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 from collections.abc import Mapping
@@ -19,27 +18,16 @@ import aiohttp.web
 import attrs
 import kmock
 
+from latency_tuner.sandbox.apiserver import _protobuf as protobuf
 from latency_tuner.sandbox.apiserver._discovery import document
 from latency_tuner.sandbox.apiserver._errors import bad_request, error, not_found, status_body
 from latency_tuner.sandbox.apiserver._resources import Body, ResourceDef
 from latency_tuner.sandbox.apiserver._selectors import select
+from latency_tuner.sandbox.apiserver._table import table
 from latency_tuner.sandbox.apiserver._watch import stream_watch
 from latency_tuner.sandbox.apiserver._writes import Options, Target, WritingEmulator
 
 logger = logging.getLogger("latency_tuner.sandbox.apiserver")
-
-
-def _age(timestamp: str | None) -> str:
-    if not timestamp:
-        return "<unknown>"
-    created = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(
-        tzinfo=datetime.UTC
-    )
-    seconds = int((datetime.datetime.now(datetime.UTC) - created).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * 2:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
 
 
 @attrs.define(kw_only=True)
@@ -181,7 +169,13 @@ class KubeApiEmulator(WritingEmulator):
                 return aiohttp.web.json_response(self._table(rdef, [obj]))
             return aiohttp.web.json_response(obj)
         if method == "POST" and target.name is None:
-            created = self._create(rdef, target.namespace, request.data, opts)
+            data = request.data
+            if "protobuf" in raw.headers.get("Content-Type", ""):
+                try:
+                    data = protobuf.decode(request.body)
+                except protobuf.NotReadable as exc:
+                    raise error(415, "UnsupportedMediaType", f"protobuf body: {exc}") from exc
+            created = self._create(rdef, target.namespace, data, opts)
             return aiohttp.web.json_response(created, status=201)
         if method == "PUT" and target.name is not None:
             return aiohttp.web.json_response(self._replace(target, request.data, opts))
@@ -209,31 +203,7 @@ class KubeApiEmulator(WritingEmulator):
         }
 
     def _table(self, rdef: ResourceDef, items: list[Body]) -> Body:
-        columns = [
-            {"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0},
-            {"name": "Age", "type": "string", "format": "", "description": "", "priority": 0},
-        ]
-        rows = [
-            {
-                "cells": [
-                    item["metadata"]["name"],
-                    _age(item["metadata"].get("creationTimestamp")),
-                ],
-                "object": {
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": item["metadata"],
-                },
-            }
-            for item in items
-        ]
-        return {
-            "kind": "Table",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": {"resourceVersion": str(self.current_rv)},
-            "columnDefinitions": columns,
-            "rows": rows,
-        }
+        return table(rdef, items, str(self.current_rv))
 
     def _serve_static(self, path: str, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
         if path in ("/healthz", "/readyz", "/livez"):

@@ -58,6 +58,7 @@ class ResourceDef:
     singular: str = ""
     schema: Mapping[str, Any] | None = None  # openAPIV3Schema of a CRD version
     custom: bool = False  # from a CRD: no strategic merge patch, schema validation
+    printer_columns: tuple[Mapping[str, Any], ...] = ()  # a CRD version's additionalPrinterColumns
 
     @property
     def api_version(self) -> str:
