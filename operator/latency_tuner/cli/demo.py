@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from latency_tuner.sandbox.demo import DEFAULT_SCENARIO, run_demo
-from latency_tuner.sandbox.report import write
+from latency_tuner.sandbox.report import DemoResult, write
 from latency_tuner.sandbox.scenario import ScenarioError, list_scenarios, load_scenario
 
 
@@ -40,6 +41,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--report", type=Path, help="folder for report.md, trials.png, result.json")
     p.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the sandbox running after the report and print how to use kubectl against "
+        "it; Ctrl-C or SIGTERM ends it",
+    )
+    p.add_argument(
         "--no-prometheus",
         action="store_true",
         help="use the operator's direct scrape even when Prometheus is installed",
@@ -57,15 +64,31 @@ def main(argv: Sequence[str]) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     folder = args.report or Path("reports") / f"demo-{scenario.name}-{stamp}"
     progress = sys.stderr if args.json else sys.stdout
-    result = asyncio.run(
-        run_demo(
+    signals: list[int] = []
+
+    async def demo() -> DemoResult:
+        # Ctrl-C and SIGTERM cancel the demo task: it then shuts every process it started down
+        # and returns what it has, for a partial report (no traceback, nothing left running).
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+
+        def stop(number: int) -> None:
+            signals.append(number)
+            task.cancel()
+
+        for number in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(number, stop, number)
+        return await run_demo(
             scenario,
             workdir=folder / "run",
             within=args.timeout or scenario.timeouts.converge_seconds,
             out=progress,
             prometheus=False if args.no_prometheus else None,
+            keep=args.keep,
         )
-    )
+
+    result = asyncio.run(demo())
     page = write(result, folder)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -74,4 +97,6 @@ def main(argv: Sequence[str]) -> int:
         print(page.read_text())
         log = folder / "run" / "operator.log"
         print(f"report: {page}  plot: {folder / 'trials.png'}  operator log: {log}")
+    if signals and not (args.keep and result.expectations_held):
+        return 128 + signals[0]  # the shell's convention for "ended by this signal"
     return 0 if result.expectations_held else 1

@@ -172,6 +172,39 @@ def _finished(status: dict[str, Any]) -> bool:
     return status.get("phase") in FINAL_PHASES and not status.get("currentTrial")
 
 
+def kubectl_help(run: DemoRun) -> str:
+    """How to look at the running sandbox with kubectl, as `demo --keep` prints it."""
+    ns, name = run.sandbox.namespace, run.name
+    return "\n".join(
+        [
+            "The sandbox stays up until Ctrl-C (or SIGTERM). In another terminal:",
+            f"  export KUBECONFIG={run.sandbox.kubeconfig_path}",
+            f"  kubectl get latencytargets -n {ns}",
+            f"  kubectl describe lt {name} -n {ns}",
+            f"  kubectl get deploy,pods -n {ns}",
+            f"  kubectl get events -n {ns}",
+            "  (the emulator serves no OpenAPI: add --validate=false to kubectl apply)",
+        ]
+    )
+
+
+async def _until_interrupted() -> bool:
+    """Wait for Ctrl-C / SIGTERM (a cancellation of this task); True once it came."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _absorb_cancellation()
+        return True
+    return False  # pragma: no cover - the event is never set
+
+
+def _absorb_cancellation() -> None:
+    # The cancellation asked the demo to stop, not to skip its clean-up and report.
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
 async def run_demo(
     scenario: Scenario,
     *,
@@ -179,25 +212,56 @@ async def run_demo(
     within: float,
     out: TextIO,
     prometheus: bool | None = None,
+    keep: bool = False,
 ) -> DemoResult:
+    """The whole demo. A cancellation of the task running it (Ctrl-C, SIGTERM: the CLI turns
+    both into one) stops the waiting, shuts the operator, pods and Prometheus down, and still
+    returns a result, marked interrupted, for a partial report."""
     started = time.monotonic()
     objectives = objectives_of(scenario)
     print(f"scenario {scenario.name}: {scenario.description.strip()}", file=out, flush=True)
-    async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
-        source = "Prometheus" if run.sandbox.prometheus_url else "direct scrape"
-        print(f"sandbox ready: {len(run.sandbox.pods())} pod(s), metrics from {source}", file=out)
-        initial_args = await run.container_args()
-        await run.sandbox.apply_latency_target()
-        status = await run.wait_for(
-            _finished, within=within, on_status=Progress(out, objectives, started)
-        )
-        final_args = await run.container_args()
-        events = await run.events()
+    interrupted = False
+    status: dict[str, Any] = {}
+    initial_args: list[str] = []
+    final_args: list[str] = []
+    events: list[dict[str, str]] = []
+    source = ""
+    try:
+        async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
+            source = "Prometheus" if run.sandbox.prometheus_url else "direct scrape"
+            print(
+                f"sandbox ready: {len(run.sandbox.pods())} pod(s), metrics from {source}",
+                file=out,
+                flush=True,
+            )
+            try:
+                initial_args = await run.container_args()
+                await run.sandbox.apply_latency_target()
+                status = await run.wait_for(
+                    _finished, within=within, on_status=Progress(out, objectives, started)
+                )
+            except asyncio.CancelledError:
+                _absorb_cancellation()
+                interrupted = True
+                status = await run.status()
+            final_args = await run.container_args()
+            events = await run.events()
+            if keep and not interrupted:
+                print(kubectl_help(run), file=out, flush=True)
+                await _until_interrupted()
+    except asyncio.CancelledError:  # while the sandbox was still starting
+        _absorb_cancellation()
+        interrupted = True
     expect = scenario.expect
     problems = []
     met = _met(status)
     trials = list(status.get("trials") or [])
-    if not _finished(status):
+    if interrupted:
+        problems.append(
+            f"interrupted after {time.monotonic() - started:.0f} s "
+            f"(phase {status.get('phase') or 'not started'}): a partial report"
+        )
+    elif not _finished(status):
         problems.append(f"did not finish within {within:.0f} s (phase {status.get('phase')})")
     if expect is not None:
         if met != expect.feasible:
