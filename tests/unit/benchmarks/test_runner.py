@@ -18,21 +18,32 @@ from latency_tuner.benchmarks.virtual import (
 from latency_tuner.benchmarks.world import make_world
 from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.reconciler import Outcome, Reconciler
+from latency_tuner.scenario import latency_target, vllm_deployment
 
 # 24 req/s of short chats queue behind max-num-seqs 8 on an H100; 16 slots are enough.
 EASY: dict[str, Any] = {
     "name": "easy",
-    "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "gpu": "H100-SXM",
-    "args": ["--max-num-seqs", "8"],
-    "workload": {"arrival": "poisson", "rate": 24, "promptTokens": 200, "outputTokens": 40},
-    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
-    "knobs": {
-        "maxNumSeqs": {"min": 8, "max": 32},
-        "maxNumBatchedTokens": None,
-        "gpuMemoryUtilization": None,
+    "hardware": {"gpu": "H100-SXM", "gpus": 1},
+    "workload": {
+        "arrival": "poisson",
+        "rate": 24,
+        "promptTokens": 200,
+        "outputTokens": 40,
+        "spread": 0.25,
     },
-    "evaluation": {"window": "10s", "settle": "5s", "minRequests": 50},
+    "deployment": vllm_deployment(
+        "llama", "meta-llama/Llama-3.1-8B-Instruct", ["--max-num-seqs", "8"]
+    ),
+    "latencyTarget": latency_target(
+        "llama",
+        {"ttft": {"percentile": 90, "threshold": "100ms"}},
+        knobs={
+            "maxNumSeqs": {"min": 8, "max": 32},
+            "maxNumBatchedTokens": None,
+            "gpuMemoryUtilization": None,
+        },
+        evaluation={"window": "10s", "settle": "5s", "minRequests": 50},
+    ),
 }
 
 
