@@ -144,9 +144,19 @@ def percentiles(spec: LatencyTargetSpec) -> list[int]:
 
 
 def selector(spec: LatencyTargetSpec, namespace: str) -> list[LabelMatcher]:
-    """The label matchers of the Deployment's series: the spec's, else the default ones."""
+    """The label matchers of the Deployment's series: the spec's, else the default ones.
+
+    Always scoped to the LatencyTarget's own namespace: a spec's matchers can narrow the
+    selection, never replace the namespace (a tenant must not read another namespace's series
+    or send queries across the cluster)."""
+    scope = LabelMatcher("namespace", "=", namespace)
     if spec.metrics.matchers:
-        return [LabelMatcher(m.label, m.op, m.value) for m in spec.metrics.matchers]
+        own = [
+            LabelMatcher(m.label, m.op, m.value)
+            for m in spec.metrics.matchers
+            if m.label != "namespace"
+        ]
+        return [scope, *own]
     return list(default_matchers(namespace, spec.target_ref.name))
 
 

@@ -11,7 +11,7 @@ is taken here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from latency_tuner.controller.errors import StaleWrite
 from latency_tuner.controller.gather import Claims, gather, gpu_resource
 from latency_tuner.controller.ports import Ports
 from latency_tuner.core.rollout import Decision, Facts, Note, Ready, Reason, decide
+from latency_tuner.core.trust import change_refusal
 
 log = logging.getLogger("latency_tuner.controller")
 
@@ -44,8 +45,9 @@ class Outcome:
 class Reconciler:
     """The loop around ``decide``; the ports it uses are given, never global."""
 
-    def __init__(self, ports: Ports) -> None:
+    def __init__(self, ports: Ports, *, variant_images: Sequence[str] = ()) -> None:
         self.ports = ports
+        self.variant_images = tuple(variant_images)
 
     async def run(self, body: Mapping[str, Any], *, claims: Claims | None = None) -> Outcome:
         """One reconcile of the LatencyTarget ``body`` names. ``claims``: the LatencyTargets
@@ -81,7 +83,9 @@ class Reconciler:
                 )
             outcome.notes.extend(decision.notes)
             outcome.status = status = decision.status
-            if decision.apply is not None and not await self._apply(decision, spec, facts, outcome):
+            if decision.apply is not None and not await self._apply(
+                decision, spec, facts, outcome, generation, namespace, name
+            ):
                 break
             if not decision.again:
                 break
@@ -114,10 +118,25 @@ class Reconciler:
         outcome.status = new
 
     async def _apply(
-        self, decision: Decision, spec: LatencyTargetSpec, facts: Facts, outcome: Outcome
+        self,
+        decision: Decision,
+        spec: LatencyTargetSpec,
+        facts: Facts,
+        outcome: Outcome,
+        generation: int,
+        namespace: str,
+        name: str,
     ) -> bool:
         # Only a round that saw the Deployment (Ready) can ask for a change.
         assert decision.apply is not None and isinstance(facts, Ready)
+        # Whatever the decision took its container from (a status others can write), the
+        # patch must be one the knob catalog could make; anything else is refused, not applied.
+        refusal = change_refusal(
+            facts.container, decision.apply, spec, allowed_images=self.variant_images
+        )
+        if refusal is not None:
+            await self._refuse(refusal, generation, namespace, name, outcome)
+            return False
         view = DeploymentView(dict(facts.deployment))
         try:
             await self.ports.deployments.patch_container(
@@ -132,3 +151,24 @@ class Reconciler:
             return False
         outcome.patched += 1
         return True
+
+    async def _refuse(
+        self, refusal: str, generation: int, namespace: str, name: str, outcome: Outcome
+    ) -> None:
+        status = outcome.status or LatencyTargetStatus()
+        message = f"a change was refused and not applied: {refusal}"
+        conditions = set_condition(
+            status.conditions,
+            ConditionType.DEGRADED,
+            True,
+            Reason.CHANGE_REFUSED.value,
+            message,
+            self.ports.clock(),
+            generation,
+        )
+        new = status.model_copy(update={"conditions": conditions})
+        if new != status:
+            await self.ports.latencytargets.write_status(namespace=namespace, name=name, status=new)
+            outcome.notes.append(Reason.CHANGE_REFUSED.note(message))
+        outcome.status = new
+        log.warning("%s/%s: %s", namespace, name, message)

@@ -38,7 +38,9 @@ def run_kwargs(
         # Naming a peering makes kopf require it: only when several replicas elect a leader.
         "peering_name": None if settings.standalone else settings.peering_name,
         "liveness_endpoint": (
-            f"http://0.0.0.0:{settings.probe_port}/healthz" if settings.probe_port else None
+            f"http://{settings.probe_address}:{settings.probe_port}/healthz"
+            if settings.probe_port
+            else None
         ),
         **scope,
     }

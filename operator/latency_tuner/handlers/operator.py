@@ -30,6 +30,7 @@ from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.core.rollout import Reason, baseline_container
+from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -79,10 +80,14 @@ def build_registry(
                 latencytargets=memo.latencytargets,
                 metrics_for=metrics_for or _metrics_factory(config, scrape),
                 pods_seen=scrape.pods_seen if scrape is not None else None,
-            )
+            ),
+            variant_images=config.variant_images,
         )
+        memo.variant_images = config.variant_images
         if config.metrics_port:
-            start_http_server(config.metrics_port, addr="0.0.0.0", registry=metrics.registry)
+            start_http_server(
+                config.metrics_port, addr=config.metrics_address, registry=metrics.registry
+            )
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
@@ -165,18 +170,24 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
                     "per-resource Prometheus URLs (--allow-per-resource-prometheus-url)"
                 )
             url = spec.metrics.prometheus_url
+            refusal = prometheus_url_refusal(url, allowed_prefixes=config.prometheus_url_prefixes)
+            if refusal is not None and url != config.prometheus_url:
+                raise MetricsError(f"spec.metrics.prometheusUrl refused: {refusal}")
         if url is None:
             raise MetricsError("no Prometheus URL configured")
         if url not in sources:
-            bearer = token
-            if bearer is None and config.prometheus_bearer_token_file:
+            # The operator's credentials go to the operator's own Prometheus only, never to a
+            # URL a LatencyTarget wrote.
+            own = url == config.prometheus_url
+            bearer = token if own else None
+            if own and bearer is None and config.prometheus_bearer_token_file:
                 path = Path(config.prometheus_bearer_token_file)
                 bearer = (await asyncio.to_thread(path.read_text)).strip()
             sources[url] = PrometheusSource(
                 PrometheusSettings(
                     url=url,
                     bearer_token=bearer,
-                    ca_file=config.prometheus_ca_file,
+                    ca_file=config.prometheus_ca_file if own else None,
                     timeout_seconds=config.prometheus_timeout_seconds,
                 )
             )
@@ -249,7 +260,21 @@ async def _restore_locked(
         return
     original = baseline_container(status.baseline)
     container = ref.get("container")
-    if view.container_config(container).fingerprint() == original.fingerprint():
+    current = view.container_config(container)
+    if current.fingerprint() == original.fingerprint():
+        return
+    # The baseline is read from the status, which others than the operator can write: restore
+    # only what the knob catalog could have changed, never a container the status invents.
+    try:
+        spec = LatencyTarget.from_manifest(dict(body)).spec
+        refusal = change_refusal(
+            current, original, spec, allowed_images=memo.get("variant_images") or ()
+        )
+    except InvalidLatencyTarget as exc:
+        refusal = f"the LatencyTarget is invalid ({exc})"
+    if refusal is not None:
+        note = Reason.CHANGE_REFUSED.note(f"restore refused, Deployment left as is: {refusal}")
+        kopf.event(body, type=note.type, reason=note.reason, message=note.message)
         return
     try:
         await deployments.patch_container(view, container=container, config=original)

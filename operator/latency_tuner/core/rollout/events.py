@@ -19,6 +19,7 @@ class Reason(StrEnum):
     CONTAINER_NOT_FOUND = "ContainerNotFound"
     CONFLICT = "Conflict"
     NOT_VLLM = "NotVllm"
+    CHANGE_REFUSED = "ChangeRefused"  # a change the knob catalog could not make (see trust)
     # The loop.
     RESUMED = "Resumed"
     CONFIGURATION_CHANGED = "ConfigurationChanged"
@@ -55,6 +56,7 @@ _WARNINGS = frozenset(
         Reason.CONTAINER_NOT_FOUND,
         Reason.CONFLICT,
         Reason.NOT_VLLM,
+        Reason.CHANGE_REFUSED,
         Reason.DRIFT,
         Reason.EXHAUSTED,
         Reason.TRIAL_FAILED,
