@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("latency_tuner.handlers.cli", "run the operator"),
     "demo": ("latency_tuner.sandbox.demo", "run the whole loop locally: no cluster, no GPU"),
     "benchmark": ("latency_tuner.benchmarks_cli", "convergence and scale benchmarks"),
+    "realengine": ("latency_tuner.realengine.cli", "real vLLM on CPU: venv, tiny model, serve"),
 }
 
 
