@@ -204,6 +204,7 @@ class EngineMetrics:
         )
         self.ttft = histogram(Signal.TTFT)
         self.itl = histogram(Signal.ITL)
+        self.tpot = histogram(Signal.TPOT)
         self.e2e = histogram(Signal.E2E)
         self.queue = histogram(Signal.QUEUE_TIME)
         self.inference = extra_histogram(
@@ -281,6 +282,8 @@ class EngineMetrics:
             self.prefill.observe(req.first_token_time - req.scheduled_time)
             self.inference.observe(finish - req.scheduled_time)
             self.decode.observe(finish - req.first_token_time)
+            if req.num_output_tokens > 1:  # as vLLM: (e2e - TTFT) / (output tokens - 1)
+                self.tpot.observe((finish - req.first_token_time) / (req.num_output_tokens - 1))
             self.request_prompt_tokens.observe(req.num_prompt_tokens)
             self.request_generation_tokens.observe(req.num_output_tokens)
             self.max_num_generation_tokens.observe(req.max_tokens)
