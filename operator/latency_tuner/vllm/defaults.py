@@ -26,7 +26,9 @@ an unknown version is taken as the newest known, ``LATEST_KNOWN``), checked agai
   keep 8192 for the server (16384 is the offline ``LLM`` class's value there).
 - 0.11.1: optimisation levels ``-O0..-O3`` (vllm#26847, default ``-O2``); ``-O0`` compiles
   nothing and captures no CUDA graphs, which is what ``--enforce-eager`` did (in 0.32 the flag
-  still parses and turns off compilation and CUDA graphs only, vllm#34523).
+  still parses and turns off compilation and CUDA graphs only, vllm#34523). ``enforce-eager``
+  keeps meaning "the flag is set" (the knob that removes it cannot remove ``-O0``); its
+  explanation says when ``-O0`` runs the server eagerly anyway.
 - 0.14.0: async scheduling on by default; off with a speculative method other than EAGLE/MTP
   and with pipeline parallelism (vllm#31998).
 - 0.16.0: ``--performance-mode`` (vllm#34936, merged 2026-02-20; the first release after it is
@@ -474,7 +476,12 @@ def _implied(
         and version >= O_LEVELS_SINCE
         and line.get("optimization-level") == "0"
     ):
-        return True, "-O0 compiles nothing and captures no CUDA graphs, as --enforce-eager does"
+        # Runs eagerly all the same, but the value stays: it answers "is --enforce-eager set",
+        # which is what removing the flag (the enforceEager knob) can change.
+        return value, (
+            f"{why}; but -O0 is written, which compiles nothing and captures no CUDA graphs "
+            "either: removing --enforce-eager would not change that"
+        )
     if flag == "async-scheduling" and value is True:
         spec = written_value(line, "speculative-config")
         method = _spec_method(spec) if isinstance(spec, str) else None

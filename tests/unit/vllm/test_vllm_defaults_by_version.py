@@ -129,10 +129,13 @@ def test_async_scheduling_is_off_with_a_draft_method_other_than_eagle_or_mtp() -
 
 
 @pytest.mark.parametrize("o0", [["-O0"], ["-O", "0"], ["-O=0"], ["--optimization-level", "0"]])
-def test_o0_means_eager_execution_on_releases_with_optimisation_levels(o0: list[str]) -> None:
+def test_o0_is_explained_as_eager_execution_the_enforce_eager_knob_cannot_undo(
+    o0: list[str],
+) -> None:
     resolved = explain(line(*o0), "enforce-eager", version=V("0.20.0"))
-    assert resolved.value is True
-    assert "-O0" in resolved.reason
+    assert resolved.value is False  # the flag is not written: removing it changes nothing
+    assert "-O0 is written" in resolved.reason
+    assert "removing --enforce-eager would not change that" in resolved.reason
     assert effective_value(line(*o0), "optimization-level", version=V("0.20.0")) == 0
 
 
