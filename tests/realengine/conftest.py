@@ -18,13 +18,6 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"real vLLM is not available here: {reason}")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.realengine)
-
-
 @pytest.fixture(scope="session")
 def vllm_py() -> Path:
     try:

@@ -29,6 +29,8 @@ from latency_tuner.realengine.server import VllmServer
 from latency_tuner.sandbox.prometheus import PrometheusRunner, Target, binary
 from latency_tuner.vllm.args import VllmCommandLine
 
+pytestmark = pytest.mark.realengine
+
 NAMESPACE, DEPLOYMENT = "llm", "tiny"
 POD = "tiny-5d8f9c7b6-x2x7k"  # as a Deployment names its pods: the default selector matches
 # -O0: no torch.compile on the CPU (startup ~1 min instead of ~3, and faster decode on 2 cores).

@@ -30,6 +30,8 @@ from latency_tuner.realengine.venv import child_env
 from latency_tuner.vllm import defaults
 from latency_tuner.vllm.args import VllmCommandLine
 
+pytestmark = pytest.mark.realengine
+
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 # Flags as a user might have written them before the operator touches them.
 WRITTEN_STYLES: dict[str, list[str]] = {
