@@ -53,6 +53,23 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
         "watchNamespaces": ["team-a"],
         "vllmPodMonitor": {"enabled": True},
     },
+    "everything-on": {
+        "serviceMonitor": {
+            "enabled": True,
+            "namespace": "monitoring",
+            "relabelings": [{"action": "replace", "targetLabel": "cluster", "replacement": "a"}],
+            "metricRelabelings": [
+                {"action": "drop", "sourceLabels": ["__name__"], "regex": "python_gc_.*"}
+            ],
+        },
+        "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        "grafanaDashboard": {"enabled": True, "namespace": "grafana"},
+        "networkPolicy": {
+            "enabled": True,
+            "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}], "ports": [{"port": 443}]}],
+        },
+    },
+    "without-admission-policy": {"admissionPolicy": {"enabled": False}},
     "json-logs": {"log": {"format": "json", "level": "debug"}},
     "scrape-without-nodes": {
         "metricsSource": "scrape",

@@ -35,6 +35,7 @@ class SpecModel(BaseModel):
         extra="forbid",
         frozen=True,
         use_attribute_docstrings=True,
+        allow_inf_nan=False,  # .inf and .nan parse as YAML floats; no bound can hold them
     )
 
     @model_validator(mode="before")

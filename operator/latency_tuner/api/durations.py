@@ -13,7 +13,11 @@ from datetime import UTC, datetime
 
 # One number per unit, largest unit first; each part optional (an empty string is caught apart).
 # Written for both Python `re` and RE2 (Kubernetes evaluates CRD patterns with RE2): no lookahead.
-_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+# At most six digits before the point: 999999h still fits Go's time.Duration (and so CEL's
+# duration()), where a longer number would overflow it and every date computed from it.
+_NUMBER = r"[0-9]{1,6}(?:\.[0-9]{1,9})?"
+_ANY_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_TOO_LONG = re.compile(rf"^({_ANY_NUMBER}h)?({_ANY_NUMBER}m)?({_ANY_NUMBER}s)?({_ANY_NUMBER}ms)?$")
 DURATION_PATTERN = rf"^({_NUMBER}h)?({_NUMBER}m)?({_NUMBER}s)?({_NUMBER}ms)?$"
 _DURATION = re.compile(DURATION_PATTERN)
 _UNIT_SECONDS = (3600.0, 60.0, 1.0, 0.001)
@@ -29,6 +33,8 @@ def parse_duration(text: str) -> float:
     if isinstance(text, str) and text.strip().startswith("-"):
         raise ValueError(f"{text!r} is negative: a duration is zero or more")
     match = _DURATION.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None and isinstance(text, str) and _TOO_LONG.fullmatch(text.strip()):
+        raise ValueError(f"{text!r} is too large: at most six digits per unit")
     if match is None or not any(match.groups()):
         raise ValueError(f"{text!r} is not a duration: {_suggestion(text)}")
     seconds = 0.0

@@ -8,6 +8,7 @@ would refuse. Field docstrings become the CRD descriptions that ``kubectl explai
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -16,9 +17,13 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     WithJsonSchema,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from latency_tuner.api._base import SpecModel
 from latency_tuner.api.durations import DURATION_EXAMPLES, DURATION_PATTERN, parse_duration
@@ -74,6 +79,40 @@ PositiveDuration = Annotated[
     ),
 ]
 """A duration longer than zero."""
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """Caps a duration field, in the models and in the CRD (a CEL rule), so an absurd value
+    ("100000000h") is refused when written instead of overflowing the operator's clock maths."""
+
+    limit: str
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        limit_seconds = parse_duration(self.limit)
+
+        def check(text: str) -> str:
+            if parse_duration(text) > limit_seconds:
+                raise ValueError(f"{text!r} is longer than {self.limit}, the most allowed here")
+            return text
+
+        return core_schema.no_info_after_validator_function(check, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        json_schema = dict(handler(schema))
+        rule = {
+            "rule": f"duration(self) <= duration('{self.limit}')",
+            "message": f"must be at most {self.limit}",
+        }
+        json_schema["x-kubernetes-validations"] = [
+            *json_schema.get("x-kubernetes-validations", []),
+            rule,
+        ]
+        return json_schema
 
 
 def _matching(pattern: str, explanation: str, max_length: int) -> AfterValidator:
@@ -160,8 +199,8 @@ class Objective(SpecModel):
 
     percentile: Literal[50, 90, 95, 99]
     """Percentile of the latency distribution to hold to the threshold: 50, 90, 95 or 99."""
-    threshold: PositiveDuration
-    """Highest acceptable latency at that percentile, e.g. "500ms" or "1.5s"."""
+    threshold: Annotated[PositiveDuration, AtMost("1h")]
+    """Highest acceptable latency at that percentile, e.g. "500ms" or "1.5s"; at most 1h."""
 
     @property
     def threshold_seconds(self) -> float:
@@ -190,20 +229,23 @@ class Objectives(SpecModel):
 class Evaluation(SpecModel):
     """How trials are measured and judged."""
 
-    window: PositiveDuration = "5m"
-    """Length of the measurement window before and after a change."""
-    settle: Duration = "2m"
-    """Time ignored after a rollout is ready (cold prefix cache, CUDA graph capture)."""
-    min_requests: int = Field(default=100, ge=1)
+    window: Annotated[PositiveDuration, AtMost("24h")] = "5m"
+    """Length of the measurement window before and after a change; at most 24h."""
+    settle: Annotated[Duration, AtMost("24h")] = "2m"
+    """Time ignored after a rollout is ready (cold prefix cache, CUDA graph capture); at most
+    24h."""
+    min_requests: int = Field(default=100, ge=1, le=10_000_000)
     """Fewest finished requests a window needs to be judged; fewer means "inconclusive"."""
     min_improvement: float = Field(default=0.05, ge=0, lt=1)
     """Relative improvement a change must bring to be kept (0.05 = 5%)."""
     max_trials: int = Field(default=10, ge=1, le=100)
     """Most trials before giving up (phase Exhausted)."""
-    progress_deadline: PositiveDuration = "10m"
-    """Longest a rollout may take to become ready before the trial is rolled back as failed."""
-    cooldown: Duration = "30m"
-    """Wait after convergence or exhaustion before checking the targets again."""
+    progress_deadline: Annotated[PositiveDuration, AtMost("24h")] = "10m"
+    """Longest a rollout may take to become ready before the trial is rolled back as failed; at
+    most 24h."""
+    cooldown: Annotated[Duration, AtMost("168h")] = "30m"
+    """Wait after convergence or exhaustion before checking the targets again; at most 168h (a
+    week)."""
 
     @property
     def window_seconds(self) -> float:
@@ -222,6 +264,10 @@ class Evaluation(SpecModel):
         return parse_duration(self.cooldown)
 
 
+# Larger than any max-num-seqs or max-num-batched-tokens a GPU can hold (2^24 tokens).
+MAX_ARGUMENT = 16_777_216
+
+
 class IntRange(SpecModel):
     """Bounds for an integer vLLM argument; the operator stays within them."""
 
@@ -233,9 +279,9 @@ class IntRange(SpecModel):
         }
     )
 
-    min: int = Field(ge=1)
+    min: int = Field(ge=1, le=MAX_ARGUMENT)
     """Lowest value the operator may set."""
-    max: int = Field(ge=1)
+    max: int = Field(ge=1, le=MAX_ARGUMENT)
     """Highest value the operator may set."""
 
     @model_validator(mode="after")
@@ -346,7 +392,7 @@ class SpeculativeDecoding(SpecModel):
 
     configs: list[SpeculativeConfig] = Field(min_length=1, max_length=16)
     """vLLM --speculative-config objects to try, in order of preference."""
-    max_concurrency: float = Field(default=4, gt=0)
+    max_concurrency: float = Field(default=4, gt=0, le=100_000)
     """Tried only when the mean number of running requests is at or below this."""
 
 

@@ -99,6 +99,53 @@ MULTI_VALUE_FLAGS: frozenset[str] = frozenset(
     }
 )
 
+# Value-taking flags only vLLM's server has: with a model-like first positional, one of these
+# (or a vLLM boolean or multi-value flag) tells a bare-args container runs vLLM's entrypoint.
+# Generic words (--port, --host, --config) are left out: every server has them.
+VLLM_VALUE_FLAGS: frozenset[str] = frozenset(
+    {
+        "model",
+        "tokenizer",
+        "max-model-len",
+        "max-num-seqs",
+        "max-num-batched-tokens",
+        "gpu-memory-utilization",
+        "tensor-parallel-size",
+        "pipeline-parallel-size",
+        "data-parallel-size",
+        "quantization",
+        "kv-cache-dtype",
+        "dtype",
+        "speculative-config",
+        "block-size",
+        "swap-space",
+        "cpu-offload-gb",
+        "max-num-partial-prefills",
+        "long-prefill-token-threshold",
+        "compilation-config",
+        "optimization-level",
+        "chat-template",
+        "tool-call-parser",
+        "reasoning-parser",
+        "download-dir",
+        "load-format",
+        "revision",
+        "seed",
+        "max-logprobs",
+        "limit-mm-per-prompt",
+        "distributed-executor-backend",
+        "scheduling-policy",
+        "performance-mode",
+    }
+)
+
+
+def is_vllm_flag(key: str) -> bool:
+    """A canonical flag name only vLLM's server knows (see ``VLLM_VALUE_FLAGS``)."""
+    head = key.partition(".")[0]
+    return head in VLLM_VALUE_FLAGS or head in BOOLEAN_FLAGS or head in MULTI_VALUE_FLAGS
+
+
 # Short aliases (vLLM registers these with a single dash).
 SHORT_ALIASES: dict[str, str] = {
     "tp": "tensor-parallel-size",

@@ -31,6 +31,7 @@ and never decides what to tune: it only reads and rewrites text. Pure, no I/O.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -41,6 +42,21 @@ from latency_tuner.vllm._args_launch import identify
 from latency_tuner.vllm._args_shell import ShellSyntaxError, simple_commands
 
 Part = Literal["command", "args"]
+
+# A Hugging Face id (org/name), a path, or a variable the kubelet or shell expands.
+_MODEL_LIKE = re.compile(r"[A-Za-z0-9][\w.-]*/[\w./-]+|[/.~][^\s]*|\$\(?\w+\)?")
+# The image's repository path (registry and tag left out) names vLLM.
+_VLLM_IMAGE = re.compile(r"(^|/)[\w.-]*vllm[\w.-]*(/|$)", re.IGNORECASE)
+
+
+def is_vllm_image(image: str | None) -> bool:
+    """``vllm/vllm-openai:v0.11.0``, ``rocm/vllm``, ``registry.example/ml/vllm-cpu@sha256:...``."""
+    if not image:
+        return False
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return _VLLM_IMAGE.search(name) is not None
 
 
 class NotVllmError(ValueError):
@@ -166,8 +182,39 @@ class VllmCommandLine:
     # ----------------------------------------------------------------- parse
 
     @classmethod
+    def of_container(
+        cls, command: Sequence[str] | None, args: Sequence[str] | None, *, image: str | None
+    ) -> VllmCommandLine:
+        """A container's command line, only if the container really runs vLLM's server.
+
+        Stricter than ``parse`` where ``parse`` must guess: without a ``command`` (the image's
+        entrypoint runs) the container is taken for vLLM only when its image is a vLLM image,
+        or when its args start with a model-like positional (``org/name``, a path) followed by
+        at least one flag only vLLM has. So Postgres, Redis, MinIO, nginx or Envoy style args
+        are refused with what they look like, and the operator never rewrites them.
+        """
+        line = cls.parse(command, args)
+        if line.launcher != "image entrypoint" or is_vllm_image(image):
+            return line
+        keys = [o.key for o in line._options() if o.key]
+        model = line.model or ""
+        if not _MODEL_LIKE.fullmatch(model) or not any(map(flags.is_vllm_flag, keys)):
+            arg = tuple(args or ())
+            shown = f"image {image}" if image else "an unnamed image"
+            raise NotVllmError(
+                f"this container has no command, runs {shown}, and its args "
+                f"({shlex.join(arg[:4])}{' ...' if len(arg) > 4 else ''}) are not a vLLM "
+                "server's: a model ('org/name' or a path) followed by vLLM flags"
+            )
+        return line
+
+    @classmethod
     def parse(cls, command: Sequence[str] | None, args: Sequence[str] | None) -> VllmCommandLine:
-        """Reads a container's ``command`` and ``args``; raises NotVllmError if not vLLM."""
+        """Reads a container's ``command`` and ``args``; raises NotVllmError if not vLLM.
+
+        Reads text: with no ``command``, any args naming a model are taken for vLLM's image
+        entrypoint. To decide whether a real container runs vLLM, use ``of_container``.
+        """
         cmd = tuple(command) if command is not None else None
         arg = tuple(args) if args is not None else None
         flat: list[tuple[Part, int, str]] = [("command", i, w) for i, w in enumerate(cmd or ())]

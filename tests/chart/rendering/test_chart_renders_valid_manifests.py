@@ -56,6 +56,33 @@ _NAMESPACE_SELECTOR = {
         "matchNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
     },
 }
+_RELABEL_CONFIG = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "action": {
+            "enum": [
+                "replace",
+                "keep",
+                "drop",
+                "hashmod",
+                "labelmap",
+                "labeldrop",
+                "labelkeep",
+                "lowercase",
+                "uppercase",
+                "keepequal",
+                "dropequal",
+            ]
+        },
+        "sourceLabels": {"type": "array", "items": {"type": "string"}},
+        "separator": {"type": "string"},
+        "targetLabel": {"type": "string"},
+        "regex": {"type": "string"},
+        "modulus": {"type": "integer"},
+        "replacement": {"type": "string"},
+    },
+}
 _ENDPOINT = {
     "type": "object",
     "additionalProperties": False,
@@ -65,6 +92,23 @@ _ENDPOINT = {
         "path": {"type": "string", "pattern": "^/"},
         "interval": _DURATION,
         "scrapeTimeout": _DURATION,
+        "honorLabels": {"type": "boolean"},
+        "relabelings": {"type": "array", "items": _RELABEL_CONFIG},
+        "metricRelabelings": {"type": "array", "items": _RELABEL_CONFIG},
+    },
+}
+_RULE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["expr"],
+    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+    "properties": {
+        "alert": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+        "record": {"type": "string"},
+        "expr": {"type": "string", "minLength": 1},
+        "for": _DURATION,
+        "labels": _STRING_MAP,
+        "annotations": _STRING_MAP,
     },
 }
 _METADATA = {
@@ -76,6 +120,38 @@ _METADATA = {
         "namespace": {"type": "string"},
         "labels": _STRING_MAP,
         "annotations": _STRING_MAP,
+    },
+}
+
+_PROMETHEUS_RULE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
+        "metadata": _METADATA,
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["groups"],
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "rules"],
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "interval": _DURATION,
+                            "rules": {"type": "array", "items": _RULE, "minItems": 1},
+                        },
+                    },
+                }
+            },
+        },
     },
 }
 
@@ -106,6 +182,13 @@ def _monitor_schema(kind: str, endpoints_field: str) -> dict[str, Any]:
 MONITORING_SCHEMAS = {
     "ServiceMonitor": _monitor_schema("ServiceMonitor", "endpoints"),
     "PodMonitor": _monitor_schema("PodMonitor", "podMetricsEndpoints"),
+    "PrometheusRule": _PROMETHEUS_RULE,
+}
+# Kinds newer than the oldest Kubernetes the chart supports are validated from their first
+# GA release on; the chart refuses to render them for an older cluster (a test checks that).
+INTRODUCED_IN = {
+    "ValidatingAdmissionPolicy": "1.30.0",
+    "ValidatingAdmissionPolicyBinding": "1.30.0",
 }
 
 
@@ -135,7 +218,9 @@ def _validate(manifest: Manifest, crd_schemas: dict[tuple[str, str], dict[str, A
         assert manifest["metadata"]["name"]
         jsonschema.Draft4Validator(schema).validate(manifest)  # OpenAPI 3.0 semantics
     else:
-        for version in KUBERNETES_VERSIONS:
+        oldest = INTRODUCED_IN.get(kind)
+        versions = [oldest, KUBERNETES_VERSIONS[-1]] if oldest else KUBERNETES_VERSIONS
+        for version in versions:
             kubernetes_validate.validate(manifest, version, strict=True)
 
 

@@ -90,13 +90,28 @@ def test_namespaced_peering_puts_a_kopf_peering_in_each_watched_namespace(
     assert env(manifests)["LT_NAMESPACES"] == "team-a,team-b"
 
 
-def test_the_bearer_token_comes_from_the_named_secret_key(render: Render) -> None:
-    variables = env(render("prometheus-secret-auth"))
-    assert variables["LT_PROMETHEUS_BEARER_TOKEN"] == {
-        "secretKeyRef": {"name": "prom-token", "key": "bearer"}
-    }
+def test_the_bearer_token_is_a_read_only_file_from_the_named_secret_key(render: Render) -> None:
+    """A file, not an env var: it never shows in `kubectl describe pod`, and rotates in place."""
+    manifests = render("prometheus-secret-auth")
+    variables = env(manifests)
+    assert "LT_PROMETHEUS_BEARER_TOKEN" not in variables
+    token_file = variables["LT_PROMETHEUS_BEARER_TOKEN_FILE"]
+    assert token_file.endswith("/bearer")
+    (mount,) = [
+        m for m in container(manifests)["volumeMounts"] if token_file.startswith(m["mountPath"])
+    ]
+    assert mount["readOnly"] is True
+    (volume,) = [
+        v
+        for v in deployment(manifests)["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == mount["name"]
+    ]
+    assert volume["secret"]["secretName"] == "prom-token"
+    assert volume["secret"]["items"] == [{"key": "bearer", "path": "bearer"}]
     assert variables["LT_PROMETHEUS_URL"] == "https://prometheus.example.internal:9091"
-    assert "LT_PROMETHEUS_BEARER_TOKEN" not in env(render("defaults"))
+    defaults = env(render("defaults"))
+    assert "LT_PROMETHEUS_BEARER_TOKEN" not in defaults
+    assert "LT_PROMETHEUS_BEARER_TOKEN_FILE" not in defaults
 
 
 def test_the_ca_from_a_secret_is_mounted_read_only_where_the_operator_looks(

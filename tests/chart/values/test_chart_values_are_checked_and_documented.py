@@ -22,7 +22,12 @@ VALUES: dict[str, Any] = yaml.safe_load(VALUES_TEXT)
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 
 # Maps holding user-chosen keys (labels, selectors, resources) are leaves for documentation.
-FREE_FORM = {"resources", "vllmPodMonitor.selector"}
+FREE_FORM = {
+    "resources",
+    "vllmPodMonitor.selector",
+    "podSecurityContext",
+    "containerSecurityContext",
+}
 
 BAD_VALUES = [
     ({"log": {"format": "xml"}}, "/log/format"),

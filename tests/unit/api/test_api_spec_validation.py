@@ -256,3 +256,77 @@ def test_the_spec_is_immutable() -> None:
     spec = LatencyTarget.from_manifest(manifest()).spec
     with pytest.raises(ValueError, match="frozen"):
         spec.paused = True  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "words"),
+    [
+        ({"evaluation": {"settle": "100000000h"}}, "spec.evaluation.settle", "too large"),
+        ({"evaluation": {"settle": "25h"}}, "spec.evaluation.settle", "longer than 24h"),
+        ({"evaluation": {"window": "24h1s"}}, "spec.evaluation.window", "longer than 24h"),
+        ({"evaluation": {"cooldown": "169h"}}, "spec.evaluation.cooldown", "longer than 168h"),
+        (
+            {"evaluation": {"progressDeadline": "999999h"}},
+            "spec.evaluation.progressDeadline",
+            "longer than 24h",
+        ),
+        (
+            {"objectives": {"itl": {"percentile": 95, "threshold": "2h"}}},
+            "spec.objectives.itl.threshold",
+            "longer than 1h",
+        ),
+        ({"evaluation": {"minRequests": 10**12}}, "spec.evaluation.minRequests", "10000000"),
+        (
+            {"knobs": {"maxNumSeqs": {"min": 1, "max": 10**12}}},
+            "spec.knobs.maxNumSeqs.max",
+            "16777216",
+        ),
+        (
+            {
+                "knobs": {
+                    "speculativeDecoding": {
+                        "configs": [{"method": "ngram"}],
+                        "maxConcurrency": 1e308,
+                    }
+                }
+            },
+            "spec.knobs.speculativeDecoding.maxConcurrency",
+            "100000",
+        ),
+        (
+            {
+                "knobs": {
+                    "speculativeDecoding": {
+                        "configs": [{"method": "ngram"}],
+                        "maxConcurrency": float("inf"),
+                    }
+                }
+            },
+            "spec.knobs.speculativeDecoding.maxConcurrency",
+            "finite",
+        ),
+        (
+            {"knobs": {"gpuMemoryUtilization": {"max": float("nan")}}},
+            "spec.knobs.gpuMemoryUtilization.max",
+            "finite",
+        ),
+    ],
+)
+def test_absurd_durations_and_numbers_are_refused_when_written(
+    spec: dict[str, Any], field: str, words: str
+) -> None:
+    """An accepted absurd value used to overflow the operator's date maths on every reconcile,
+    with no status at all; it is now refused up front, naming the field."""
+    message = problems(**spec)
+    assert field in message
+    assert words in message
+
+
+def test_the_largest_allowed_values_are_accepted() -> None:
+    spec = LatencyTarget.from_manifest(
+        manifest(
+            evaluation={"window": "24h", "settle": "24h", "cooldown": "168h"},
+            objectives={"e2e": {"percentile": 99, "threshold": "1h"}},
+        )
+    ).spec
+    assert spec.evaluation.cooldown_seconds == 168 * 3600

@@ -89,6 +89,16 @@ EXPECTED: dict[str, tuple[list[str], list[str], bool]] = {
         ["spec.knobs.kvCacheDtype.0", "'int4' is not one of"],
         True,
     ),
+    "absurd-settle.yaml": (
+        ["spec.evaluation.settle", "'100000000h' is too large"],
+        ["spec.evaluation.settle", "does not match"],
+        True,
+    ),
+    "huge-batch-bound.yaml": (
+        ["spec.knobs.maxNumBatchedTokens.max"],
+        ["spec.knobs.maxNumBatchedTokens.max"],
+        True,
+    ),
     "missing-target-ref.yaml": (
         ["spec.targetRef", "Field required"],
         ["spec: 'targetRef' is a required property"],

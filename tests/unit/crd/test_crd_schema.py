@@ -127,9 +127,16 @@ def test_ranges_and_durations_carry_the_cel_rules_the_schema_cannot_express(
     for knob in ("maxNumBatchedTokens", "maxNumSeqs"):
         rules = [r["rule"] for r in at(crd, f"spec.knobs.{knob}")["x-kubernetes-validations"]]
         assert rules == ["self.min <= self.max"]
-    for field in ("objectives.ttft.threshold", "evaluation.window", "evaluation.progressDeadline"):
+    for field, most in (
+        ("objectives.ttft.threshold", "1h"),
+        ("evaluation.window", "24h"),
+        ("evaluation.progressDeadline", "24h"),
+    ):
         rules = [r["rule"] for r in at(crd, f"spec.{field}")["x-kubernetes-validations"]]
-        assert rules == ["duration(self) > duration('0s')"]
+        assert rules == ["duration(self) > duration('0s')", f"duration(self) <= duration('{most}')"]
+    for field, most in (("evaluation.settle", "24h"), ("evaluation.cooldown", "168h")):
+        rules = [r["rule"] for r in at(crd, f"spec.{field}")["x-kubernetes-validations"]]
+        assert rules == [f"duration(self) <= duration('{most}')"]
     assert at(crd, "spec.objectives")["minProperties"] == 1
     variants = at(crd, "spec.knobs.quantization.variants")
     assert variants["x-kubernetes-list-type"] == "map"

@@ -11,10 +11,19 @@ from hypothesis import strategies as st
 from latency_tuner.api import LatencyTargetSpec, format_duration
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
-durations = st.integers(min_value=1, max_value=48 * 3600 * 1000).map(
-    lambda ms: format_duration(ms / 1000)
-)
+
+
+def durations_up_to(hours: int) -> st.SearchStrategy[str]:
+    """Durations the spec accepts: positive, and at most the field's cap."""
+    return st.integers(min_value=1, max_value=hours * 3600 * 1000).map(
+        lambda ms: format_duration(ms / 1000)
+    )
+
+
+thresholds = durations_up_to(1)
+durations = durations_up_to(24)
 maybe_zero_durations = st.one_of(st.just("0s"), durations)
+cooldowns = st.one_of(st.just("0s"), durations_up_to(168))
 
 
 @st.composite
@@ -28,7 +37,7 @@ def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 objective = st.fixed_dictionaries(
-    {"percentile": st.sampled_from([50, 90, 95, 99]), "threshold": durations}
+    {"percentile": st.sampled_from([50, 90, 95, 99]), "threshold": thresholds}
 )
 objectives = st.fixed_dictionaries(
     {}, optional={"ttft": objective, "itl": objective, "e2e": objective}
@@ -94,7 +103,7 @@ specs = st.fixed_dictionaries(
                 "minImprovement": st.floats(min_value=0, max_value=0.99),
                 "maxTrials": st.integers(1, 100),
                 "progressDeadline": durations,
-                "cooldown": maybe_zero_durations,
+                "cooldown": cooldowns,
             },
         ),
         "knobs": knobs,

@@ -4,6 +4,9 @@ For clusters without Prometheus and for the demo. Each target's samples are stor
 target labels a Prometheus would attach (``namespace``, ``pod``, ``container``), so the same
 label matchers select them, and windows are answered by ``core.signals.evaluate_on_series``
 with Prometheus' own arithmetic (``core.prommath``).
+
+The pods are the tenant's: a scrape is capped in bytes, in time and in series, and parsed on a
+worker thread, so no pod can fill the operator's memory or stall its event loop.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -31,6 +35,35 @@ class ScrapeTarget:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
+class ScrapeTooLarge(Exception):
+    """A target answered with more bytes or series than a scrape may hold."""
+
+
+# What a vLLM server exposes: a few hundred series and well under a megabyte, even with many
+# models or LoRA adapters. Far above that is a misconfiguration or an attack.
+MAX_SCRAPE_BYTES = 8 * 1024 * 1024
+MAX_SERIES_PER_TARGET = 20_000
+
+Sample = tuple[str, frozenset[tuple[str, str]], float]
+
+
+def parse_exposition(
+    text: str, target_labels: Mapping[str, str], *, max_series: int
+) -> list[Sample]:
+    """The samples of one scrape with the target's labels; pure CPU work, run on a thread."""
+    out: list[Sample] = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue  # prometheus-client's creation timestamps are not series we use
+            out.append(
+                (sample.name, frozenset({**sample.labels, **target_labels}.items()), sample.value)
+            )
+            if len(out) > max_series:
+                raise ScrapeTooLarge(f"more than {max_series} series")
+    return out
+
+
 class ScrapeSource:
     """A ``MetricsSource`` that scrapes targets on an interval into a bounded ring."""
 
@@ -41,18 +74,26 @@ class ScrapeSource:
         retention_seconds: float = 1800.0,
         max_samples_per_series: int = 4096,
         timeout_seconds: float = 5.0,
+        max_bytes: int = MAX_SCRAPE_BYTES,
+        max_series_per_target: int = MAX_SERIES_PER_TARGET,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._targets = targets
         self._retention = retention_seconds
         self._max_samples = max_samples_per_series
+        self._timeout = timeout_seconds
+        self._max_bytes = max_bytes
+        self._max_series = max_series_per_target
         self._clock = clock
         self._series: dict[signals.SeriesKey, deque[Point]] = {}
-        self._client = httpx.AsyncClient(timeout=timeout_seconds)
+        self._client = httpx.AsyncClient(timeout=timeout_seconds, follow_redirects=False)
+        # Parsing is CPU work: its own single thread, never the event loop or a shared pool.
+        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrape-parse")
         self.last_errors: dict[str, str] = {}
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        self._parser.shutdown(wait=False, cancel_futures=True)
 
     async def scrape_once(self) -> int:
         """Scrape every target once; returns how many answered. Failures are kept per target."""
@@ -69,27 +110,45 @@ class ScrapeSource:
                 await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
 
     async def _scrape(self, target: ScrapeTarget) -> bool:
+        at = self._clock()
         try:
-            response = await self._client.get(target.url)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
+            async with asyncio.timeout(self._timeout):
+                text = await self._fetch(target.url)
+            samples = await asyncio.get_running_loop().run_in_executor(
+                self._parser,
+                lambda: parse_exposition(text, target.labels, max_series=self._max_series),
+            )
+        except (httpx.HTTPError, ScrapeTooLarge, TimeoutError, ValueError) as exc:
+            # ValueError: the parser's word for text that is not the exposition format.
             self.last_errors[target.url] = str(exc) or type(exc).__name__
             return False
         self.last_errors.pop(target.url, None)
-        self.ingest(response.text, target.labels, at=self._clock())
+        self._store(samples, at)
         return True
+
+    async def _fetch(self, url: str) -> str:
+        """The body, read up to ``max_bytes``; more is refused before it is held."""
+        async with self._client.stream("GET", url) as response:
+            response.raise_for_status()
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > self._max_bytes:
+                    raise ScrapeTooLarge(f"more than {self._max_bytes} bytes")
+                chunks.append(chunk)
+        return b"".join(chunks).decode("utf-8", errors="replace")
 
     def ingest(self, text: str, target_labels: Mapping[str, str], *, at: float) -> None:
         """Add one scrape's samples (exposition text) at time ``at``."""
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name.endswith("_created"):
-                    continue  # prometheus-client's creation timestamps are not series we use
-                labels = frozenset({**sample.labels, **target_labels}.items())
-                ring = self._series.get((sample.name, labels))
-                if ring is None:
-                    ring = self._series[(sample.name, labels)] = deque(maxlen=self._max_samples)
-                ring.append((at, float(sample.value)))
+        self._store(parse_exposition(text, target_labels, max_series=self._max_series), at)
+
+    def _store(self, samples: Iterable[Sample], at: float) -> None:
+        for name, labels, value in samples:
+            ring = self._series.get((name, labels))
+            if ring is None:
+                ring = self._series[(name, labels)] = deque(maxlen=self._max_samples)
+            ring.append((at, float(value)))
 
     def _forget_old(self, now: float) -> None:
         horizon = now - self._retention
