@@ -8,6 +8,7 @@ pure (argv and environ come in as arguments) and a bad value is a clear error na
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -25,6 +26,11 @@ class OperatorSettings:
     prometheus_ca_file: str | None = None
     prometheus_timeout_seconds: float = 10.0
     allow_per_resource_prometheus_url: bool = False
+    # With per-resource URLs allowed, the prefixes such a URL must start with (empty: any).
+    prometheus_url_prefixes: tuple[str, ...] = ()
+    # Image prefixes a quantization variant may switch to; empty: only the repository the
+    # container already runs (a LatencyTarget never brings in an image of its own choosing).
+    variant_images: tuple[str, ...] = ()
     metrics_source: Literal["prometheus", "scrape"] = "prometheus"
     namespaces: tuple[str, ...] = ()  # empty: cluster-wide
     interval_seconds: float = 30.0
@@ -34,6 +40,8 @@ class OperatorSettings:
     peering_name: str = "latency-tuner"
     metrics_port: int = 8080
     probe_port: int = 8081
+    metrics_address: str = "0.0.0.0"  # in a pod: the pod IP, so Prometheus can scrape
+    probe_address: str = "0.0.0.0"  # the kubelet probes the pod IP
     kubeconfig: str | None = None
     verbose: bool = False
 
@@ -47,6 +55,11 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "prometheus-timeout": ("timeout of one Prometheus query, e.g. 10s", "duration"),
     "allow-per-resource-prometheus-url": (
         "let LatencyTargets name their own Prometheus (SSRF risk)", "bool"),
+    "prometheus-url-prefixes": (
+        "comma-separated prefixes a LatencyTarget's own Prometheus URL must start with", "list"),
+    "variant-images": (
+        "comma-separated image prefixes quantization variants may use; empty: the running "
+        "image's repository only", "list"),
     "metrics-source": ("prometheus, or scrape (read pods' /metrics directly)", "choice"),
     "namespaces": ("comma-separated namespaces to watch; empty for the whole cluster", "list"),
     "interval": ("how often each LatencyTarget is reconciled, e.g. 30s", "duration"),
@@ -56,6 +69,8 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "peering-name": ("kopf peering object name used for leader election", "str"),
     "metrics-port": ("port of the operator's own /metrics", "int"),
     "probe-port": ("port of the liveness endpoint /healthz", "int"),
+    "metrics-address": ("address /metrics listens on, e.g. 127.0.0.1 or 0.0.0.0", "address"),
+    "probe-address": ("address /healthz listens on", "address"),
     "kubeconfig": ("kubeconfig file (default: in-cluster, then ~/.kube/config)", "str"),
     "verbose": ("debug logging of kopf itself", "bool"),
 }  # fmt: skip
@@ -136,6 +151,8 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorS
                 values[attr] = _bool(raw, what)
             elif kind == "int":
                 values[attr] = _int(raw, what)
+            elif kind == "address":
+                values[attr] = str(ipaddress.ip_address(raw.strip()))
             elif kind == "list":
                 values[attr] = tuple(x.strip() for x in raw.split(",") if x.strip())
             elif kind == "choice":
@@ -156,4 +173,11 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorS
             "no Prometheus: set --prometheus-url (LT_PROMETHEUS_URL), "
             "or --metrics-source scrape to read the pods' /metrics directly"
         )
+    for prefix in settings.prometheus_url_prefixes:
+        if not prefix.startswith(("http://", "https://")) or prefix.count("/") < 3:
+            raise SettingsError(
+                f"--prometheus-url-prefixes: {prefix!r} must be a URL with a path, e.g. "
+                "https://prometheus.monitoring.svc:9090/ (a bare host would also admit "
+                "host.attacker.example)"
+            )
     return settings

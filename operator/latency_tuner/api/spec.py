@@ -298,6 +298,30 @@ class FloatMax(SpecModel):
     """Highest value the operator may set, a fraction in (0, 1]."""
 
 
+# What a quantized variant may change besides the model and image: how the checkpoint is read.
+# Never --trust-remote-code (runs the checkpoint's code), --api-key, --served-model-name or any
+# other server flag: a LatencyTarget may tune vLLM, not reconfigure or take over the server.
+VARIANT_FLAGS = (
+    "quantization",
+    "dtype",
+    "revision",
+    "tokenizer",
+    "tokenizer-revision",
+    "load-format",
+    "max-model-len",
+)
+_VARIANT_FLAG = re.compile(
+    r"^(-q|--(" + "|".join(f.replace("-", "[-_]") for f in VARIANT_FLAGS) + r"))(=.*)?$"
+)
+# A Hugging Face id ("org/name") or an absolute path; never an option.
+MODEL_PATTERN = r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+|/[^\s]*)$"
+# registry/repository[:tag][@digest], lower-case repository as Docker requires.
+IMAGE_PATTERN = (
+    r"^([a-zA-Z0-9.-]+(:[0-9]+)?/)?[a-z0-9]+([._-][a-z0-9]+)*(/[a-z0-9]+([._-][a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
+
+
 class QuantizationVariant(SpecModel):
     """A pre-quantized checkpoint or image (AWQ, FP8...) that you vouch for."""
 
@@ -308,24 +332,39 @@ class QuantizationVariant(SpecModel):
                     "rule": "has(self.model) || has(self.image) || "
                     "(has(self.args) && size(self.args) > 0)",
                     "message": "a variant needs at least one of model, image or args",
-                }
+                },
+                {
+                    "rule": "!has(self.args) || self.args.all(a, !a.startsWith('-') || "
+                    f"a.matches('{_VARIANT_FLAG.pattern}'))",
+                    "message": "a variant's args may set only " + ", ".join(VARIANT_FLAGS),
+                },
             ]
         }
     )
 
     name: DnsLabel
     """Short unique name of the variant, used in trials and events (e.g. "awq")."""
-    model: str | None = Field(default=None, min_length=1, max_length=1024)
-    """Model to serve instead (a Hugging Face id or a path), e.g. "org/model-AWQ"."""
-    image: str | None = Field(default=None, min_length=1, max_length=1024)
-    """Container image to run instead."""
-    args: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=64)
-    """vLLM arguments to add, e.g. ["--quantization", "awq_marlin"]."""
+    model: str | None = Field(default=None, max_length=1024, pattern=MODEL_PATTERN)
+    """Model to serve instead: a Hugging Face id ("org/model-AWQ") or an absolute path."""
+    image: str | None = Field(default=None, max_length=1024, pattern=IMAGE_PATTERN)
+    """Container image to run instead (the operator accepts only images its configuration
+    allows: by default the same repository as the running one)."""
+    args: list[Annotated[str, Field(min_length=1, max_length=1024)]] = Field(
+        default_factory=list, max_length=16
+    )
+    """vLLM arguments to add, e.g. ["--quantization", "awq_marlin"]; only --quantization (-q),
+    --dtype, --revision, --tokenizer, --tokenizer-revision, --load-format, --max-model-len."""
 
     @model_validator(mode="after")
     def _changes_something(self) -> QuantizationVariant:
         if self.model is None and self.image is None and not self.args:
             raise ValueError(f"variant {self.name!r} needs at least one of model, image or args")
+        refused = [a for a in self.args if a.startswith("-") and not _VARIANT_FLAG.match(a)]
+        if refused:
+            raise ValueError(
+                f"variant {self.name!r} may not set {', '.join(refused)}: a variant's args may "
+                f"set only --{', --'.join(VARIANT_FLAGS)} (and -q)"
+            )
         return self
 
 

@@ -157,7 +157,9 @@ def test_an_unknown_field_with_no_near_spelling_lists_the_known_ones() -> None:
 def test_quantization_variants_need_unique_names_and_something_to_change() -> None:
     twice = problems(
         knobs={
-            "quantization": {"variants": [{"name": "a", "model": "x"}, {"name": "a", "image": "y"}]}
+            "quantization": {
+                "variants": [{"name": "a", "model": "org/x"}, {"name": "a", "image": "y"}]
+            }
         }
     )
     assert "spec.knobs.quantization: variant names must be unique; repeated: a" in twice
@@ -330,3 +332,40 @@ def test_the_largest_allowed_values_are_accepted() -> None:
         )
     ).spec
     assert spec.evaluation.cooldown_seconds == 168 * 3600
+
+
+def variant(**fields: Any) -> dict[str, Any]:
+    return {"quantization": {"variants": [{"name": "v", **fields}]}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "words"),
+    [
+        ({"args": ["--trust-remote-code"]}, "may not set --trust-remote-code"),
+        ({"args": ["--api-key", "stolen"]}, "may not set --api-key"),
+        ({"args": ["--served-model-name=x"]}, "may not set --served-model-name=x"),
+        ({"args": ["-q", "awq", "--port", "1"]}, "may not set --port"),
+        ({"model": "--trust-remote-code"}, "spec.knobs.quantization.variants[0].model"),
+        ({"model": "model with spaces/x"}, "spec.knobs.quantization.variants[0].model"),
+        ({"image": "attacker.example/miner latest"}, "spec.knobs.quantization.variants[0].image"),
+        ({"image": "registry/Upper-Case:1"}, "spec.knobs.quantization.variants[0].image"),
+    ],
+)
+def test_a_quantization_variant_may_change_only_model_image_and_checkpoint_flags(
+    fields: dict[str, Any], words: str
+) -> None:
+    assert words in problems(knobs=variant(**fields))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"model": "org/model-AWQ", "args": ["--quantization", "awq_marlin"]},
+        {"model": "/models/llama-fp8", "args": ["-q=fp8", "--max_model_len", "8192"]},
+        {"image": "registry.example:5000/ml/vllm-openai:v0.11.0-awq"},
+        {"args": ["--dtype", "float16", "--load-format=safetensors"]},
+    ],
+)
+def test_checkpoint_variants_are_accepted(fields: dict[str, Any]) -> None:
+    spec = LatencyTarget.from_manifest(manifest(knobs=variant(**fields))).spec
+    assert spec.knobs.quantization is not None

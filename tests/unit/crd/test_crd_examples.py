@@ -99,6 +99,11 @@ EXPECTED: dict[str, tuple[list[str], list[str], bool]] = {
         ["spec.knobs.maxNumBatchedTokens.max"],
         True,
     ),
+    "variant-with-server-flags.yaml": (
+        ["spec.knobs.quantization.variants[0]", "may not set --trust-remote-code, --api-key"],
+        ["spec.knobs.quantization.variants.0", "a variant's args may set only quantization"],
+        False,
+    ),
     "missing-target-ref.yaml": (
         ["spec.targetRef", "Field required"],
         ["spec: 'targetRef' is a required property"],

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from latency_tuner.api import LatencyTargetSpec, format_duration
+from latency_tuner.api.spec import MODEL_PATTERN
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
 
@@ -47,9 +48,17 @@ variants = st.lists(
     st.fixed_dictionaries(
         {"name": names},
         optional={
-            "model": st.text(min_size=1, max_size=30),
-            "image": st.text(min_size=1, max_size=30),
-            "args": st.lists(st.text(max_size=20), max_size=4),
+            "model": st.from_regex(MODEL_PATTERN, fullmatch=True).filter(lambda m: len(m) < 64),
+            "image": st.from_regex(
+                r"[a-z0-9]{1,10}(/[a-z0-9]{1,10})?(:[a-z0-9][a-z0-9.]{0,7})?", fullmatch=True
+            ),
+            "args": st.lists(
+                st.one_of(
+                    st.sampled_from(["--quantization", "-q", "--dtype=half", "--max_model_len"]),
+                    st.from_regex(r"[a-z0-9_]{1,12}", fullmatch=True),
+                ),
+                max_size=4,
+            ),
         },
     ).filter(lambda v: "model" in v or "image" in v or v.get("args")),
     min_size=1,
