@@ -6,9 +6,10 @@ simulator's engine in VIRTUAL time, and prints the model's mean TTFT and ITL nex
 measured ones with the relative error. Target: within 35% on every row.
 
 Measured as genai-perf does for the NIM guide: TTFT and ITL (= TPOT, (e2e - TTFT) / (n - 1))
-averaged over requests. Only requests that ran entirely at full concurrency count: the first
-``concurrency`` requests (all sent at once, at an empty server) and those that had not finished
-when the last request was sent (clients then drain) are left out.
+averaged over requests, in steady state (``simulator.measured.run_closed_loop_steady``: the
+clients' first requests spread over one request's duration). Only requests that ran entirely at
+full concurrency count: the first ``concurrency`` requests and those that had not finished when
+the last request was sent (clients then drain) are left out.
 
 The engine runs vLLM V1's defaults for an H100 (max-num-seqs 1024, max-num-batched-tokens 8192,
 gpu-memory-utilization 0.92) with an FP8 KV cache by default (``--kv-cache-dtype auto`` for
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from latency_tuner.simulator.config import build_engine_config
-from latency_tuner.simulator.engine import RequestRecord, VirtualEngine
-from latency_tuner.simulator.tokenizer import encode
+from latency_tuner.simulator.engine import VirtualEngine
+from latency_tuner.simulator.measured import run_closed_loop_steady
 from latency_tuner.vllm.args import VllmCommandLine
 
 MODEL = "nvidia/Llama-3.3-70B-Instruct-FP8"
@@ -90,13 +90,6 @@ def load_points(path: Path) -> list[Point]:
         ]
 
 
-def steady_state(records: Sequence[RequestRecord], concurrency: int) -> list[RequestRecord]:
-    """Requests that started after the initial burst and finished before the clients drained."""
-    by_arrival = sorted(records, key=lambda r: r.arrival)
-    last_sent = by_arrival[-1].arrival
-    return [r for r in by_arrival[concurrency:] if r.finish <= last_sent]
-
-
 def simulate(point: Point, *, kv_cache_dtype: str, rounds: int) -> Row:
     max_len = -(-(point.prompt_tokens + point.output_tokens) // 4096) * 4096
     flags = ["--tensor-parallel-size", "2", "--max-model-len", str(max_len)]
@@ -104,28 +97,23 @@ def simulate(point: Point, *, kv_cache_dtype: str, rounds: int) -> Row:
         flags += ["--kv-cache-dtype", kv_cache_dtype]
     cl = VllmCommandLine.parse(None, [MODEL, *flags])
     engine = VirtualEngine(build_engine_config(cl, gpu="H100-SXM", num_gpus=2))
-    # Each request its own text: no prefix-cache hits between clients (genai-perf's synthetic
-    # prompts are random). Enough rounds that most requests run at full concurrency.
-    total = point.concurrency * rounds + 2 * point.concurrency
-
-    def make_request(i: int) -> tuple[list[int], int]:
-        words = " ".join(f"r{i}w{j}" for j in range(point.prompt_tokens))
-        return encode(words), point.output_tokens
-
     started = time.perf_counter()
-    records = engine.run_closed_loop(
-        concurrency=point.concurrency, num_requests=total, make_request=make_request
+    result = run_closed_loop_steady(
+        engine,
+        clients=point.concurrency,
+        prompt_tokens=point.prompt_tokens,
+        output_tokens=point.output_tokens,
+        rounds=rounds,
     )
     wall = time.perf_counter() - started
-    kept = steady_state(records, point.concurrency) or records
     return Row(
         id=point.id,
         concurrency=point.concurrency,
-        ttft_ms=statistics.fmean(r.ttft for r in kept) * 1e3,
-        itl_ms=statistics.fmean(r.tpot for r in kept) * 1e3,
+        ttft_ms=result.ttft_ms,
+        itl_ms=result.tpot_ms,
         reference_ttft_ms=point.ttft_ms,
         reference_itl_ms=point.itl_ms,
-        requests=len(kept),
+        requests=len(result.steady),
         simulated_s=engine.clock.now(),
         wall_s=wall,
     )

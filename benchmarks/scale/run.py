@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -105,16 +105,6 @@ def _latency_target(name: str, deployment: str, window: str, cooldown: str) -> d
             },
         },
     }
-
-
-_READY_POD_STATUS = {
-    "phase": "Running",
-    "podIP": "10.0.0.7",
-    "conditions": [{"type": "Ready", "status": "True"}],
-    "containerStatuses": [
-        {"name": "vllm", "ready": True, "restartCount": 0, "state": {"running": {}}}
-    ],
-}
 
 
 def _request_kind(method: str, path: str, query: dict[str, str]) -> str:
@@ -220,31 +210,14 @@ class _World:
 
     async def _roll(self, api: Any, name: str, generation: int) -> None:
         """The Deployment controller and kubelet: a new ready pod, the old one gone."""
+        from latency_tuner.testing.rollouts import roll
+
         dep = await api.get("apps/v1", "Deployment", name, namespace=NAMESPACE)
-        pod_name = f"{name}-g{generation}"
-        await api.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": pod_name, "namespace": NAMESPACE, "labels": {"app": name}},
-                "spec": dep["spec"]["template"]["spec"],
-            }
-        )
-        await api.patch(
-            "v1", "Pod", pod_name, {"status": _READY_POD_STATUS}, namespace=NAMESPACE,
-            subresource="status",
-        )  # fmt: skip
         old = self.pod.get(name)
-        if old is not None:
-            await api.delete("v1", "Pod", old, namespace=NAMESPACE)
-        self.pod[name] = pod_name
+        pod = f"{name}-g{generation}"
+        await roll(api, dep, pod=pod, existing=[old] if old is not None else [])
+        self.pod[name] = pod
         self.generation[name] = generation
-        status = {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
-                  "readyReplicas": 1, "availableReplicas": 1}  # fmt: skip
-        await api.patch(
-            "apps/v1", "Deployment", name, {"status": status}, namespace=NAMESPACE,
-            subresource="status",
-        )  # fmt: skip
 
     async def _control(self, api: Any, events: asyncio.Queue[Any]) -> None:
         while True:
@@ -293,73 +266,35 @@ class _World:
 # ---- operator process: the real operator, a scripted metrics source -------------------------
 
 
-class _Scripted:
-    """Prometheus' stand-in: every target is healthy until breached."""
+def _scripted() -> tuple[Any, set[str]]:
+    """Prometheus' stand-in: every target is healthy until breached (then it queues)."""
+    from latency_tuner.testing.metrics import ScriptedMetrics, queueing_signals
 
-    def __init__(self) -> None:
-        self.breached: set[str] = set()
-        self.observe_calls = 0
+    breached: set[str] = set()
 
-    async def metrics_for(self, spec: Any, namespace: str, name: str) -> Any:
-        return _Source(self, spec.target_ref.name)
+    def answer(deployment: str, start: float, end: float) -> dict[str, Any]:
+        ttft = 2.0 if deployment in breached else 0.3
+        return queueing_signals(ttft, running_mean=16.0, running_max=16.0)
 
-
-class _Source:
-    def __init__(self, script: _Scripted, deployment: str) -> None:
-        self.script = script
-        self.deployment = deployment
-
-    async def observe(
-        self,
-        *,
-        matchers: Sequence[Any],
-        window_seconds: float,
-        percentiles: Iterable[int] = (),
-        end: float | None = None,
-    ) -> Any:
-        from latency_tuner.core.observation import Observation
-
-        self.script.observe_calls += 1
-        slow = self.deployment in self.script.breached
-        ttft = 2.0 if slow else 0.3
-        return Observation(
-            window_seconds=window_seconds,
-            requests=200,
-            request_rate=20.0,
-            prompt_tokens_mean=512.0,
-            generation_tokens_mean=128.0,
-            ttft={50: ttft * 0.8, 90: ttft, 95: ttft * 1.05, 99: ttft * 1.2},
-            ttft_mean=ttft * 0.8,
-            itl={50: 0.02, 90: 0.025, 95: 0.027, 99: 0.03},
-            itl_mean=0.021,
-            queue_time_mean=ttft * 0.7 if slow else 0.0,
-            prefill_time_mean=0.05,
-            running_mean=16.0,
-            running_max=16.0,
-            waiting_mean=12.0 if slow else 0.0,
-            waiting_max=24.0 if slow else 0.0,
-            kv_cache_usage_mean=0.3,
-            kv_cache_usage_max=0.4,
-            preemptions=0.0,
-        )
+    return ScriptedMetrics(answer), breached
 
 
 def _operator(kubeconfig: str, interval: float, indexed_conflicts: bool) -> int:
     import kopf
 
+    from latency_tuner.controller import gather
     from latency_tuner.handlers.cli import run_operator
-    from latency_tuner.reconcile import Reconciler
     from latency_tuner.settings import OperatorSettings
 
     if indexed_conflicts:
         # Experiment only: what the reconcile costs without its O(N) LIST (a kopf index or an
         # informer cache answers "who else targets this Deployment" in O(1)).
         async def no_conflict(
-            self: Reconciler, spec: Any, namespace: str, name: str, claims: Any = None
+            latencytargets: Any, spec: Any, namespace: str, name: str, claims: Any = None
         ) -> None:
             return None
 
-        Reconciler._conflict = no_conflict  # type: ignore[method-assign]
+        gather.owner_conflict = no_conflict
 
     kopf.configure(quiet=True)  # as `--log-level warning`: no INFO line per handler run
     settings = OperatorSettings(
@@ -372,7 +307,7 @@ def _operator(kubeconfig: str, interval: float, indexed_conflicts: bool) -> int:
         kubeconfig=kubeconfig,
         log_level="warning",
     )
-    script = _Scripted()
+    script, breached = _scripted()
     stop, ready = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
@@ -391,7 +326,7 @@ def _operator(kubeconfig: str, interval: float, indexed_conflicts: bool) -> int:
             thread.start()
             _say({"started": ready.wait(60), "failures": [repr(f) for f in failures]})
         elif command == "breach":
-            script.breached.update(rest.split(","))
+            breached.update(rest.split(","))
             _say({"at": time.time()})
         elif command == "stats":
             _say({"observe_calls": script.observe_calls, "failures": [repr(f) for f in failures]})

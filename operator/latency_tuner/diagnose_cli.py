@@ -4,8 +4,10 @@ change to try, from its metrics, without touching the cluster.
 The Deployment comes from a file (``--deployment-file``) or from the cluster (``--kubeconfig``,
 read only); metrics from Prometheus (``--prometheus``) or, without one, from the pods'
 ``/metrics`` scraped directly (``--scrape URL ...``) over the window. Objectives come from a
-LatencyTarget manifest or from ``--ttft p90=500ms`` style flags. The same diagnosis and planner
-as the operator's produce the answer; the recommended change is printed as the exact JSON patch.
+LatencyTarget manifest or from ``--ttft p90=500ms`` style flags. The operator's own observe step
+(``controller.gather``) reads the container, the GPUs and the window, so a container the
+operator would not find is an error here too; the same diagnosis and planner as the operator's
+produce the answer; the recommended change is printed as the exact JSON patch.
 
 Exit codes: 0 done, 2 bad usage or input, 3 not a vLLM server, 4 no data, 5 metrics unreachable.
 """
@@ -17,27 +19,38 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from latency_tuner.adapters.metrics import MetricsError
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
 from latency_tuner.adapters.metrics.scrape import ScrapeSource, ScrapeTarget
 from latency_tuner.api.durations import format_duration, parse_duration
 from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.core.cluster import ContainerConfig, container_patch
-from latency_tuner.core.diagnosis import Diagnosis, diagnose
-from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import Change, apply
+from latency_tuner.api.status import LatencyTargetStatus
+from latency_tuner.controller.deployment import DeploymentView
+from latency_tuner.controller.gather import gather
+from latency_tuner.controller.ports import Deployments, MetricsSource, Nodes, Ports
+from latency_tuner.core.cluster import ContainerConfig, PodFacts, container_patch
+from latency_tuner.core.diagnosis import Diagnosis
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.planner import Exhausted, plan
-from latency_tuner.core.rollout import diagnosis_status
-from latency_tuner.reconcile import selector
-from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
+from latency_tuner.core.planner import Exhausted
+from latency_tuner.core.promql import LabelMatcher
+from latency_tuner.core.rollout import (
+    Analysis,
+    Blocked,
+    Blocker,
+    Facts,
+    MetricsFailure,
+    Ready,
+    analyse,
+    diagnosis_status,
+    propose,
+    target_container,
+)
 
 EXIT_USAGE, EXIT_NOT_VLLM, EXIT_NO_DATA, EXIT_UNREACHABLE = 2, 3, 4, 5
 
@@ -111,6 +124,12 @@ def load_spec(args: argparse.Namespace) -> LatencyTargetSpec:
     spec.setdefault("evaluation", {})["window"] = args.window
     if args.container:
         spec.setdefault("targetRef", {})["container"] = args.container
+    if args.gpu or args.interconnect:
+        hardware = spec.setdefault("hardware", {})
+        if args.gpu:
+            hardware["gpuProduct"] = args.gpu
+        if args.interconnect:
+            hardware["interconnect"] = args.interconnect
     try:
         return LatencyTarget.from_manifest(manifest).spec
     except InvalidLatencyTarget as exc:
@@ -118,121 +137,162 @@ def load_spec(args: argparse.Namespace) -> LatencyTargetSpec:
         raise UsageError("; ".join(exc.problems) + hint) from exc
 
 
-def load_deployment(args: argparse.Namespace) -> tuple[dict[str, Any], HardwareInfo]:
-    if args.deployment_file is not None:
+class FileDeployments:
+    """``controller.ports.Deployments`` over a YAML file: the Deployment named ``--deployment``
+    (else the file's first), no pods, never written."""
+
+    def __init__(self, path: Path, namespace: str) -> None:
         try:
-            docs = [d for d in yaml.safe_load_all(args.deployment_file.read_text()) if d]
+            docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         except (OSError, yaml.YAMLError) as exc:
-            raise UsageError(f"--deployment-file {args.deployment_file}: {exc}") from exc
-        found = [d for d in docs if d.get("kind") == "Deployment"]
-        if not found:
-            raise UsageError(f"--deployment-file {args.deployment_file} holds no Deployment")
-        return found[0], HardwareInfo()
-    return asyncio.run(_read_cluster(args))
+            raise UsageError(f"--deployment-file {path}: {exc}") from exc
+        self.found = [d for d in docs if d.get("kind") == "Deployment"]
+        if not self.found:
+            raise UsageError(f"--deployment-file {path} holds no Deployment")
+        self.namespace = namespace
+
+    async def get(self, *, namespace: str, name: str) -> DeploymentView:
+        named = [d for d in self.found if (d.get("metadata") or {}).get("name") == name]
+        obj = dict((named or self.found)[0])
+        obj["metadata"] = {"namespace": namespace, "name": name, **(obj.get("metadata") or {})}
+        return DeploymentView(obj)
+
+    async def pods(
+        self, deployment: DeploymentView, *, container: str | None, gpu_resource: str
+    ) -> tuple[PodFacts, ...]:
+        return ()
+
+    async def patch_container(
+        self,
+        deployment: DeploymentView,
+        *,
+        container: str | None,
+        config: ContainerConfig,
+        gpu_resource: str,
+    ) -> DeploymentView:
+        raise UsageError("diagnose never changes a Deployment")
 
 
-async def _read_cluster(args: argparse.Namespace) -> tuple[dict[str, Any], HardwareInfo]:
-    from latency_tuner.adapters.kubernetes.client import make_api_client
-    from latency_tuner.adapters.kubernetes.deployments import Deployments
-    from latency_tuner.adapters.kubernetes.nodes import Nodes
+class NoLatencyTargets:
+    """``controller.ports.LatencyTargets`` of a tool that has no LatencyTarget object."""
 
-    client = await asyncio.to_thread(make_api_client, args.kubeconfig)
-    deployments = Deployments(client)
-    view = await deployments.get(namespace=args.namespace, name=args.deployment)
-    if view is None:
-        raise UsageError(f"Deployment {args.namespace}/{args.deployment} not found")
-    pods = await deployments.pods(view, container=args.container, gpu_resource="nvidia.com/gpu")
-    for node in await Nodes(client).gpus(p.node for p in pods if p.node):
-        if node.product:
-            interconnect = node.interconnect if node.interconnect in ("NVLink", "PCIe") else None
-            return view.obj, HardwareInfo.from_labels(
-                node.product,
-                interconnect=interconnect,  # type: ignore[arg-type]
-                gpus_per_node=node.count,
+    async def get(self, *, namespace: str, name: str) -> dict[str, Any] | None:
+        return None
+
+    async def list(self, *, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    async def write_status(
+        self, *, namespace: str, name: str, status: LatencyTargetStatus
+    ) -> dict[str, Any]:
+        raise UsageError("diagnose never writes a status")
+
+
+class _Metrics:
+    """The diagnosis' ``MetricsFor``: Prometheus, or the ``--scrape`` URLs sampled over a
+    whole window when ``gather`` first asks (after the container checks, so a Deployment that
+    cannot be diagnosed fails at once)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.scraped: ScrapeSource | None = None
+
+    async def __call__(self, spec: LatencyTargetSpec, namespace: str, name: str) -> MetricsSource:
+        args = self.args
+        if args.prometheus:
+            token = None
+            if args.bearer_token_file:
+                token = (await asyncio.to_thread(Path(args.bearer_token_file).read_text)).strip()
+            return PrometheusSource(
+                PrometheusSettings(url=args.prometheus, bearer_token=token, ca_file=args.ca_file)
             )
-    return view.obj, HardwareInfo()
-
-
-async def observe(args: argparse.Namespace, spec: LatencyTargetSpec) -> ObservationResult:
-    window = spec.evaluation.window_seconds
-    percentiles = [
-        int(o.percentile)
-        for o in (spec.objectives.ttft, spec.objectives.itl, spec.objectives.e2e)
-        if o is not None
-    ]
-    if args.prometheus:
-        token = None
-        if args.bearer_token_file:
-            token = (await asyncio.to_thread(Path(args.bearer_token_file).read_text)).strip()
-        source = PrometheusSource(
-            PrometheusSettings(url=args.prometheus, bearer_token=token, ca_file=args.ca_file)
-        )
-        return await source.observe(
-            matchers=selector(spec, args.namespace), window_seconds=window, percentiles=percentiles
-        )
-    # Direct scrape: sample every pod over the window, label it as Prometheus would.
-    targets = [
-        ScrapeTarget(url, {"namespace": args.namespace, "pod": f"{args.deployment}-pod-{i}"})
-        for i, url in enumerate(args.scrape)
-    ]
-    scrape = ScrapeSource(lambda: targets)
-    interval = parse_duration(args.scrape_interval)
-    started = time.monotonic()
-    try:
+        # Direct scrape: sample every pod over the window, label it as Prometheus would.
+        targets = [
+            ScrapeTarget(url, {"namespace": args.namespace, "pod": f"{args.deployment}-pod-{i}"})
+            for i, url in enumerate(args.scrape)
+        ]
+        self.scraped = scrape = ScrapeSource(lambda: targets)
+        interval = parse_duration(args.scrape_interval)
+        started = time.monotonic()
         while True:
             await scrape.scrape_once()
-            if time.monotonic() - started >= window:
+            if time.monotonic() - started >= spec.evaluation.window_seconds:
                 break
             await asyncio.sleep(interval)
-        matchers = [m for m in selector(spec, args.namespace) if m.label != "pod"]
-        return await scrape.observe(
-            matchers=matchers, window_seconds=window, percentiles=percentiles
+        return _JustSampled(scrape)
+
+
+class _JustSampled:
+    """The window just sampled: it ends now (not when ``gather`` began), and the series carry
+    made-up pod names, so it is selected by namespace only."""
+
+    def __init__(self, source: ScrapeSource) -> None:
+        self.source = source
+
+    async def observe(
+        self,
+        *,
+        matchers: Sequence[LabelMatcher],
+        window_seconds: float,
+        percentiles: Iterable[int] = (),
+        end: float | None = None,
+    ) -> ObservationResult:
+        return await self.source.observe(
+            matchers=[m for m in matchers if m.label != "pod"],
+            window_seconds=window_seconds,
+            percentiles=percentiles,
+        )
+
+
+async def observe(args: argparse.Namespace, spec: LatencyTargetSpec) -> Facts:
+    """The operator's own observe step (``controller.gather``) over the file or the cluster
+    (read only) and the metrics source: the same container, hardware and window it would use."""
+    if args.deployment_file is not None:
+        deployments: Deployments = FileDeployments(args.deployment_file, args.namespace)
+        nodes: Nodes | None = None
+    else:
+        from latency_tuner.adapters.kubernetes.client import make_api_client
+        from latency_tuner.adapters.kubernetes.deployments import Deployments as KubeDeployments
+        from latency_tuner.adapters.kubernetes.nodes import Nodes as KubeNodes
+
+        client = await asyncio.to_thread(make_api_client, args.kubeconfig)
+        deployments, nodes = KubeDeployments(client), KubeNodes(client)
+    metrics = _Metrics(args)
+    ports = Ports(
+        deployments=deployments,
+        latencytargets=NoLatencyTargets(),
+        metrics_for=metrics,
+        nodes=nodes,
+    )
+    try:
+        status = LatencyTargetStatus()
+        return await gather(
+            ports, spec, status, args.namespace, "diagnose", ports.clock(), claims=()
         )
     finally:
-        await scrape.aclose()
+        if metrics.scraped is not None:
+            await metrics.scraped.aclose()
 
 
-def recommend(
-    diagnosis: Diagnosis,
-    observation: ObservationResult,
-    cl: VllmCommandLine,
-    spec: LatencyTargetSpec,
-    hardware: HardwareInfo,
-    deployment: dict[str, Any],
-) -> dict[str, Any] | None:
-    if not isinstance(observation, Observation) or not diagnosis.causes:
+def recommend(analysis: Analysis, facts: Ready, spec: LatencyTargetSpec) -> dict[str, Any] | None:
+    """The operator's next change for this window, as the JSON patch it would apply."""
+    observation = analysis.window
+    if not isinstance(observation, Observation) or not analysis.diagnosis.causes:
         return None
-    proposal = plan(diagnosis, observation, cl, spec.knobs, hardware)
+    cl = facts.command_line
+    proposal = propose(spec, analysis.diagnosis, observation, cl, facts.hardware)
     if isinstance(proposal, Exhausted):
         return {"exhausted": proposal.reason, "advice": list(proposal.advice)}
-    return _patch(proposal, cl, spec, deployment)
-
-
-def _patch(
-    change: Change, cl: VllmCommandLine, spec: LatencyTargetSpec, deployment: dict[str, Any]
-) -> dict[str, Any]:
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    name = spec.target_ref.container
-    index = next((i for i, c in enumerate(containers) if c.get("name") == name), 0)
-    container = containers[index]
-    applied = apply(change, cl)
-    command, args = applied.command_line.render()
-    gpu = ((container.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu")
-    target = ContainerConfig(
-        command=tuple(command) if command is not None else None,
-        args=tuple(args) if args is not None else None,
-        image=applied.image or container.get("image", ""),
-        gpu_limit=applied.gpu_limit
-        if applied.gpu_limit is not None
-        else (int(gpu) if gpu else None),
-    )
+    target = target_container(proposal, cl, facts.container)
     return {
-        "knob": change.knob.value,
-        "from": change.from_value,
-        "to": change.to_value,
-        "class": change.knob_class.value,
-        "reason": change.reason,
-        "patch": container_patch(deployment, index, target, "nvidia.com/gpu"),
+        "knob": proposal.knob.value,
+        "from": proposal.from_value,
+        "to": proposal.to_value,
+        "class": proposal.knob_class.value,
+        "reason": proposal.reason,
+        "patch": container_patch(
+            facts.deployment, facts.container_index, target, facts.gpu_resource
+        ),
     }
 
 
@@ -287,36 +347,17 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     try:
         spec = load_spec(args)
-        deployment, hardware = load_deployment(args)
+        facts = asyncio.run(observe(args, spec))
     except UsageError as exc:
         print(f"latency-tuner diagnose: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.gpu or args.interconnect:
-        hardware = HardwareInfo.from_labels(
-            hardware.gpu_product,
-            interconnect=hardware.interconnect,
-            gpus_per_node=hardware.gpus_per_node,
-            override_product=args.gpu,
-            override_interconnect=args.interconnect,
-        )
-    containers = deployment["spec"]["template"]["spec"]["containers"]
-    container = next(
-        (c for c in containers if c.get("name") == spec.target_ref.container), containers[0]
-    )
-    try:
-        cl = VllmCommandLine.parse(container.get("command"), container.get("args"))
-    except NotVllmError as exc:
-        print(f"latency-tuner diagnose: {exc}", file=sys.stderr)
-        return EXIT_NOT_VLLM
-    try:
-        obs = asyncio.run(observe(args, spec))
-    except MetricsError as exc:
-        print(f"latency-tuner diagnose: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    diagnosis = diagnose(
-        obs, spec.objectives, cl, hardware, spec.knobs, min_requests=spec.evaluation.min_requests
-    )
-    recommendation = recommend(diagnosis, obs, cl, spec, hardware, deployment)
+    if isinstance(facts, Blocked) or isinstance(facts.windows.current, MetricsFailure):
+        code, message = _problem(args, facts)
+        print(f"latency-tuner diagnose: {message}", file=sys.stderr)
+        return code
+    analysis = analyse(spec, facts.windows.current, facts.command_line, facts.hardware)
+    obs, diagnosis = analysis.window, analysis.diagnosis
+    recommendation = recommend(analysis, facts, spec)
     if args.json:
         status = diagnosis_status(diagnosis)
         print(
@@ -335,3 +376,18 @@ def main(argv: Sequence[str]) -> int:
         print(f"latency-tuner diagnose: no data: {obs.reason}", file=sys.stderr)
         return EXIT_NO_DATA
     return 0
+
+
+def _problem(args: argparse.Namespace, facts: Facts) -> tuple[int, str]:
+    """The exit code and message when there is nothing to diagnose, as the operator would
+    fail the same target (no Deployment, no such container, not vLLM, metrics unreachable)."""
+    if isinstance(facts, Ready):
+        current = facts.windows.current
+        return EXIT_UNREACHABLE, current.message if isinstance(current, MetricsFailure) else "?"
+    match facts.blocker:
+        case Blocker.DEPLOYMENT_NOT_FOUND:
+            return EXIT_USAGE, f"Deployment {args.namespace}/{args.deployment} not found"
+        case Blocker.NOT_VLLM:
+            return EXIT_NOT_VLLM, facts.detail
+        case _:
+            return EXIT_USAGE, facts.detail or facts.blocker.value

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from latency_tuner.api.durations import parse_duration
+from latency_tuner.api.durations import format_duration, parse_duration
 
 ENV_PREFIX = "LT_"
 
@@ -104,19 +104,34 @@ def parser() -> argparse.ArgumentParser:
         description="Run the latency-tuner operator. Every flag can also be set as the "
         "environment variable shown in brackets.",
     )
+    defaults = OperatorSettings()
     for flag, (text, kind) in _FLAGS.items():
         boolean = kind == "bool"
+        shown = _default_text(defaults, flag, kind)
         # No argparse `choices`: a bad value must be the same SettingsError whether it came
         # from a flag or from the environment.
         p.add_argument(
             f"--{flag}",
             default=None,
-            help=f"{text} [{_env_name(flag)}]",
+            help=f"{text} [{_env_name(flag)}]" + (f" (default: {shown})" if shown else ""),
             metavar="{" + ",".join(_CHOICES[flag]) + "}" if kind == "choice" else "VALUE",
             nargs="?" if boolean else None,  # `--standalone` alone means true
             const="true" if boolean else None,
         )
     return p
+
+
+def _default_text(defaults: OperatorSettings, flag: str, kind: str) -> str:
+    """The default as one would write it on the command line; empty when there is none."""
+    attr = flag.replace("-", "_")
+    if kind == "duration":
+        return format_duration(getattr(defaults, f"{attr}_seconds"))
+    value = getattr(defaults, attr, None)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return "" if value is None else str(value)
 
 
 def _int(text: str, what: str) -> int:

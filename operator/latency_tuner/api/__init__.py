@@ -6,8 +6,8 @@ field); ``set_condition`` updates conditions the Kubernetes way; ``build_crd`` d
 CustomResourceDefinition, so the API server and the operator refuse the same things.
 
 What it must never do: I/O of any kind (files, network, Kubernetes), read a clock (time
-arrives as a ``now`` parameter), or import anything but the standard library and pydantic.
-The one exception is ``crd_cli``, the ``latency-tuner crd`` command, which prints YAML.
+arrives as a ``now`` parameter), or import anything but the standard library and pydantic
+(``latency-tuner crd``, which prints the CRD as YAML, is ``latency_tuner.cli.crd``).
 """
 
 from latency_tuner.api.conditions import (

@@ -7,7 +7,9 @@ targets, against a grid sweep, random search, Optuna TPE and an exhaustive oracl
   within published ranges, per seed) and the load it offers;
 - ``measure``: the simulator's metric families sampled into series, and windows turned into
   Observations with the operator's own signal maths (``core.signals.evaluate_on_series``);
-- ``operator_run``: ``core.rollout.decide`` itself driven in a loop over a virtual Deployment;
+- ``virtual``: a virtual Deployment, its node, the LatencyTarget, simulated metrics and a
+  virtual clock, as adapters of the reconcile loop's ports (``controller.ports``);
+- ``operator_run``: the production ``controller.Reconciler`` run over them in virtual time;
 - ``evaluate``, ``baselines``, ``oracle``: one-configuration measurements (cached), the
   baselines and the exhaustive search;
 - ``suite`` and ``report``: a whole suite across worker processes, and its statistics.

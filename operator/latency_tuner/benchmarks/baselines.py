@@ -20,8 +20,9 @@ import random
 from collections.abc import Callable, Iterator
 
 from latency_tuner.benchmarks.evaluate import Measured, Measurer, meets
-from latency_tuner.benchmarks.operator_run import STARTUP_SECONDS, RunResult
+from latency_tuner.benchmarks.operator_run import RunResult
 from latency_tuner.benchmarks.space import Point, dimensions, start_container
+from latency_tuner.benchmarks.virtual import STARTUP_SECONDS
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import score

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from latency_tuner.benchmarks import baselines, oracle
 from latency_tuner.benchmarks.evaluate import Evaluator
 from latency_tuner.benchmarks.operator_run import RunResult, run_operator
-from latency_tuner.benchmarks.scenario import Scenario
+from latency_tuner.benchmarks.scenario import Scenario, expectation
 from latency_tuner.benchmarks.space import build_space
 from latency_tuner.benchmarks.world import WorldKind, make_world
 
@@ -105,8 +105,8 @@ def run_job(job: Job) -> JobResult:
             q.objective, q.gpus, q.meets, run.reason, tuple(run.history),
         )  # fmt: skip
     return JobResult(
-        s.name, job.world, job.seed, s.expect, best.feasible, best.best_objective, best.min_gpus,
-        len(space), best.meeting, judge.simulations + evaluator.simulations,
+        s.name, job.world, job.seed, expectation(s), best.feasible, best.best_objective,
+        best.min_gpus, len(space), best.meeting, judge.simulations + evaluator.simulations,
         time.perf_counter() - started, outcomes,
     )  # fmt: skip
 

@@ -4,7 +4,7 @@ A ``World`` is the hardware and workload as they really are in one run. "matched
 simulator's default efficiencies (the planner's priors come from the same published figures).
 "perturbed": every efficiency drawn uniformly within its published range
 (reference/effect_sizes.md: decode weight reads 0.72-0.85 of peak for BF16 and 0.63-0.70 for
-FP8, large GEMMs 0.61-0.91 of dense peak and 0.50-0.60 for FP8, PCIe all-reduce 50-500 us,
+FP8, large GEMMs 0.61-0.91 of dense peak and 0.50-0.60 for FP8, PCIe collective rates,
 ...), plus workload effects: prompt and output lengths 0.85-1.15x what the scenario says and a
 speculative acceptance rate of 0.45-0.80. The draw depends on the seed only.
 
@@ -44,16 +44,20 @@ class World:
 # (field, low, high): the published ranges the perturbed worlds draw from.
 RANGES: tuple[tuple[str, float, float], ...] = (
     ("weight_bw_bf16", 0.72, 0.85),
-    ("weight_bw_fp8", 0.63, 0.70),
+    ("fp8_weight_bytes_per_sm_cycle", 8.1, 9.0),  # FP8 reads at 0.63-0.70 of an H100's peak
     ("weight_bw_int4", 0.66, 0.82),
     ("kv_bw", 0.75, 0.90),
     ("gemm_bf16", 0.61, 0.91),
     ("gemm_fp8", 0.50, 0.60),
     ("attention_flops", 0.45, 0.70),
-    ("step_overhead_s", 0.15e-3, 0.50e-3),
+    ("step_overhead_s", 0.5e-3, 1.2e-3),
     ("eager_layer_cpu_s", 80e-6, 160e-6),
-    ("pcie_latency_per_hop_s", 50e-6, 500e-6),
     ("offload_pcie_bw", 0.70, 0.90),
+)
+# Collectives over PCIe: host-staged and cross-socket rates within 0.5-1.5x the model's.
+COLLECTIVE_RANGES: tuple[tuple[str, float, float], ...] = (
+    ("host_staged_bw", 0.11, 0.33),
+    ("cross_socket_bw", 0.047, 0.14),
 )
 
 
@@ -62,6 +66,8 @@ def make_world(kind: WorldKind, seed: int) -> World:
         return World("matched", seed, Efficiencies())
     rng = random.Random(f"world:{seed}")
     drawn: dict[str, Any] = {name: rng.uniform(low, high) for name, low, high in RANGES}
+    links: dict[str, Any] = {name: rng.uniform(low, high) for name, low, high in COLLECTIVE_RANGES}
+    drawn["collectives"] = replace(Efficiencies().collectives, **links)
     return World(
         "perturbed",
         seed,

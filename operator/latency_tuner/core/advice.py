@@ -7,10 +7,10 @@ for long prompts (prefill interference). Sentences with the numbers behind them.
 
 from __future__ import annotations
 
-from latency_tuner.core.candidates import Load
 from latency_tuner.core.config_view import ConfigView
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.hardware import Architecture, HardwareInfo
+from latency_tuner.core.load import Load
 from latency_tuner.core.observation import Observation
 
 TRIM_PROMPT = 2048  # tokens: worth advising to trim

@@ -25,7 +25,10 @@ from latency_tuner.core.advice import advice_for
 from latency_tuner.core.config_view import ConfigView, view
 from latency_tuner.core.evidence import Bottleneck, Cause, Comparison, Evidence, Finding
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import KnobName
+from latency_tuner.core.knobs import CATALOG, KnobName
+from latency_tuner.core.knobs.base import Detected
+from latency_tuner.core.knobs.table import FIXES
+from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
 from latency_tuner.vllm.args import VllmCommandLine
@@ -116,8 +119,9 @@ def diagnose(
         )
     echo = observation.cache_config if isinstance(observation, Observation) else None
     cv = view(config, hardware, echo)
-    findings = _deployment_findings(cv, notes)
-    fixes = tuple(_FIX_KNOBS[f] for f in findings)
+    detected = _deployment_findings(cv, notes)
+    findings = tuple(d.finding for d, _ in detected)
+    fixes = tuple(knob for _, knob in detected)
     if isinstance(observation, NoData):
         notes.fact(
             Evidence(
@@ -153,7 +157,7 @@ def diagnose(
     s = score(observation, objectives)
     for part in s.objectives:
         notes.fact(_objective_evidence(part))
-    load = candidates.Load.of(observation)
+    load = Load.of(observation)
     causes = tuple(
         Cause(
             part.name,
@@ -164,9 +168,9 @@ def diagnose(
         for part in s.breached
     )
     if not causes:
-        for finding in findings:
-            if finding in _FIX_KNOBS:
-                notes.advise(f"targets are met; still, {_FIX_ADVICE[finding]}")
+        for found, _ in detected:
+            if found.advice_when_met:
+                notes.advise(f"targets are met; still, {found.advice_when_met}")
         return Diagnosis(
             Bottleneck.NONE, findings, tuple(notes.evidence), (), tuple(notes.advice), (), s
         )
@@ -194,44 +198,18 @@ def diagnose(
     )
 
 
-_FIX_KNOBS = {Finding.CPU_OFFLOAD: KnobName.CPU_OFFLOAD, Finding.EAGER_MODE: KnobName.ENFORCE_EAGER}
-_FIX_ADVICE = {
-    Finding.CPU_OFFLOAD: "removing --cpu-offload-gb would speed up every step",
-    Finding.EAGER_MODE: "removing --enforce-eager would speed up decoding",
-}
-
-
-def _deployment_findings(cv: ConfigView, notes: _Notes) -> tuple[Finding, ...]:
-    found: list[Finding] = []
-    if cv.cpu_offload_gb > 0:
-        found.append(Finding.CPU_OFFLOAD)
-        gb = cv.cpu_offload_gb
-        notes.fact(
-            Evidence(
-                "cpu_offload_gb",
-                gb,
-                f"--cpu-offload-gb {gb:g}: every step streams {gb:g} GB of weights over PCIe "
-                f"(>= {gb * 15.6:.0f} ms per step on PCIe Gen5, vs ~{gb * 0.4:.1f} ms from HBM)",
-                0.0,
-                ">",
-                "GB",
-            )
-        )
-        notes.advise(
-            "if the model does not fit without --cpu-offload-gb, serve a quantized variant or "
-            "spread it over more GPUs (tensor parallelism) instead of offloading"
-        )
-    if cv.enforce_eager:
-        found.append(Finding.EAGER_MODE)
-        notes.fact(
-            Evidence(
-                "enforce_eager",
-                1.0,
-                "--enforce-eager: CUDA graphs are off, every decode step pays "
-                "kernel-launch overhead",
-            )
-        )
-    return tuple(found)
+def _deployment_findings(cv: ConfigView, notes: _Notes) -> list[tuple[Detected, KnobName]]:
+    """The deployment problems the fix knobs detect (``FIXES``, in order), with their knob."""
+    found: list[tuple[Detected, KnobName]] = []
+    for fix in FIXES:
+        detected = CATALOG[fix.knob].detect(cv)
+        if detected is None:
+            continue
+        found.append((detected, fix.knob))
+        notes.fact(detected.evidence)
+        for text in detected.advice:
+            notes.advise(text)
+    return found
 
 
 def _compared(value: float, threshold: float) -> Comparison:
@@ -266,7 +244,7 @@ def _bottleneck(
     part: ObjectiveScore,
     obs: Observation,
     cv: ConfigView,
-    load: candidates.Load,
+    load: Load,
     hardware: HardwareInfo,
     notes: _Notes,
 ) -> Bottleneck:
@@ -279,7 +257,7 @@ def _bottleneck(
     return _e2e_bottleneck(obs, cv, load, hardware, notes)
 
 
-def _kv_pressure(obs: Observation, cv: ConfigView, load: candidates.Load, notes: _Notes) -> bool:
+def _kv_pressure(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) -> bool:
     preemptions = obs.preemptions or 0.0
     if obs.requests > 0 and preemptions / obs.requests >= PREEMPTION_SHARE:
         share = preemptions / obs.requests
@@ -318,9 +296,7 @@ def _kv_pressure(obs: Observation, cv: ConfigView, load: candidates.Load, notes:
     return False
 
 
-def _ttft_bottleneck(
-    obs: Observation, cv: ConfigView, load: candidates.Load, notes: _Notes
-) -> Bottleneck:
+def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) -> Bottleneck:
     queue, prefill = obs.queue_time_mean, obs.prefill_time_mean
     ttft = obs.ttft_mean or ((queue or 0.0) + (prefill or 0.0))
     if queue is not None and ttft > 0:
@@ -369,7 +345,7 @@ def _ttft_bottleneck(
                     "kv_cache_usage_peak",
                     load.kv_usage_peak,
                     f"KV cache peaks at {load.kv_usage_peak:.0%}",
-                    candidates.KV_FULL,
+                    KV_FULL,
                     ">=",
                     "ratio",
                 )
@@ -404,7 +380,7 @@ def _ttft_bottleneck(
 
 def _itl_bottleneck(
     obs: Observation,
-    load: candidates.Load,
+    load: Load,
     hardware: HardwareInfo,
     threshold: float | None,
     notes: _Notes,
@@ -478,7 +454,7 @@ def _itl_bottleneck(
 def _e2e_bottleneck(
     obs: Observation,
     cv: ConfigView,
-    load: candidates.Load,
+    load: Load,
     hardware: HardwareInfo,
     notes: _Notes,
 ) -> Bottleneck:

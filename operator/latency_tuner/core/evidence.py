@@ -22,6 +22,12 @@ class Bottleneck(StrEnum):
     KV_CACHE_PRESSURE = "KVCachePressure"  # both: preemptions recompute prefills, KV near full
     NONE = "None"  # targets met, or nothing to act on
 
+    @property
+    def itl_side(self) -> bool:
+        """A decode-side bottleneck (the "(ITL)" rows of the table): knobs help it by their
+        decode-time gain, not their prefill-time one."""
+        return self in (Bottleneck.DECODE_BANDWIDTH, Bottleneck.PREFILL_INTERFERENCE)
+
 
 class Finding(StrEnum):
     """Deployment problems ruled out before any tuning (the guide's first step)."""

@@ -4,26 +4,26 @@ Node labels (``nvidia.com/gpu.product``: "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-S
 "NVIDIA-L40S") or a spec override ("H100-SXM", "h100") are normalised to one canonical name
 with a few facts: architecture, memory, memory bandwidth, FP8 support, and the interconnect a
 form factor implies. Figures are the dense data-sheet numbers of reference/effect_sizes.md.
-Pure data and functions; it never imports the simulator (which has its own, richer model).
+The figures come from the one GPU table (``latency_tuner.hardware``), which the simulator's cost
+model reads too. Pure data and functions; it never imports the simulator.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
 
-Interconnect = Literal["NVLink", "PCIe"]
+from latency_tuner.hardware import GPUS, Architecture, Interconnect, normalize_gpu_product
 
-
-class Architecture(StrEnum):
-    VOLTA = "Volta"
-    TURING = "Turing"
-    AMPERE = "Ampere"
-    ADA = "Ada"
-    HOPPER = "Hopper"
-    BLACKWELL = "Blackwell"
+__all__ = [
+    "KNOWN_GPUS",
+    "Architecture",
+    "BandwidthClass",
+    "GpuFacts",
+    "HardwareInfo",
+    "Interconnect",
+    "normalize_gpu_product",
+]
 
 
 class BandwidthClass(StrEnum):
@@ -58,98 +58,11 @@ class GpuFacts:
         return BandwidthClass.LOW
 
 
-def _gpu(name: str, arch: Architecture, memory_gb: int, tbs: float, link: Interconnect) -> GpuFacts:
-    return GpuFacts(name, arch, memory_gb, tbs, link)
-
-
-_A, _H, _L, _B = Architecture.AMPERE, Architecture.HOPPER, Architecture.ADA, Architecture.BLACKWELL
-
+# The planner's view of the one GPU table (latency_tuner.hardware).
 KNOWN_GPUS: dict[str, GpuFacts] = {
-    g.name: g
-    for g in (
-        _gpu("B200", _B, 180, 8.0, "NVLink"),
-        _gpu("H200", _H, 141, 4.8, "NVLink"),
-        _gpu("H200-NVL", _H, 141, 4.8, "NVLink"),
-        _gpu("H100-SXM", _H, 80, 3.35, "NVLink"),
-        _gpu("H100-NVL", _H, 94, 3.9, "NVLink"),
-        _gpu("H100-PCIe", _H, 80, 2.0, "PCIe"),
-        _gpu("A100-80G", _A, 80, 2.039, "NVLink"),
-        _gpu("A100-40G", _A, 40, 1.555, "NVLink"),
-        _gpu("A100-80G-PCIe", _A, 80, 1.935, "PCIe"),
-        _gpu("A100-40G-PCIe", _A, 40, 1.555, "PCIe"),
-        _gpu("L40S", _L, 48, 0.864, "PCIe"),
-        _gpu("L40", _L, 48, 0.864, "PCIe"),
-        _gpu("L4", _L, 24, 0.30, "PCIe"),
-        _gpu("A10G", _A, 24, 0.60, "PCIe"),
-        _gpu("A10", _A, 24, 0.60, "PCIe"),
-        _gpu("T4", Architecture.TURING, 16, 0.32, "PCIe"),
-        _gpu("V100-SXM", Architecture.VOLTA, 32, 0.90, "NVLink"),
-        _gpu("V100-PCIe", Architecture.VOLTA, 32, 0.90, "PCIe"),
-    )
+    name: GpuFacts(name, g.architecture, round(g.memory_gb), g.hbm_tb_s, g.link)
+    for name, g in GPUS.items()
 }
-
-# Product families, longest first so "L40S" wins over "L40" and "L4", "A100" over "A10".
-_FAMILIES = (
-    "GH200",
-    "B200",
-    "H200",
-    "H100",
-    "A100",
-    "A10G",
-    "A10",
-    "L40S",
-    "L40",
-    "L4",
-    "T4",
-    "V100",
-)
-_NOISE = {"NVIDIA", "TESLA", "GEFORCE", "TENSOR", "CORE", "GPU"}
-
-
-def normalize_gpu_product(product: str) -> str | None:
-    """The canonical name of a GPU product label or a hand-written name; None if unknown.
-
-    "NVIDIA-H100-80GB-HBM3" -> "H100-SXM" (the PCIe card is labelled "NVIDIA-H100-PCIe"),
-    "NVIDIA-A100-SXM4-80GB" -> "A100-80G", "NVIDIA-A100-PCIE-40GB" -> "A100-40G-PCIe",
-    "NVIDIA-L40S" -> "L40S". Names match the simulator's (``--sim-gpu``) where both know a GPU.
-    """
-    tokens = [t for t in re.split(r"[-_\s/]+", product.strip().upper()) if t and t not in _NOISE]
-    family = next((f for f in _FAMILIES for t in tokens if _is_family(t, f)), None)
-    if family is None:
-        return None
-    pcie = any(t.startswith("PCIE") for t in tokens)
-    nvl = any(t == "NVL" or t.endswith("NVL") for t in tokens)
-    memory = _memory_gb(tokens)
-    if family == "GH200":
-        return "H200"  # Grace Hopper: H100/H200-class HBM on one board; close enough for advice
-    if family == "H200":
-        return "H200-NVL" if nvl else "H200"
-    if family == "H100":
-        if nvl:
-            return "H100-NVL"
-        return "H100-PCIe" if pcie else "H100-SXM"
-    if family == "A100":
-        size = "40G" if memory == 40 else "80G"
-        return f"A100-{size}-PCIe" if pcie else f"A100-{size}"
-    if family == "V100":
-        return "V100-PCIe" if pcie else "V100-SXM"
-    return family
-
-
-def _is_family(token: str, family: str) -> bool:
-    # "H100" matches "H100" and "H100SXM5"; "A10" must not match "A100", nor "L40" "L40S".
-    if not token.startswith(family):
-        return False
-    rest = token[len(family) :]
-    return not rest[:1].isdigit() and not (family == "L40" and rest[:1] == "S")
-
-
-def _memory_gb(tokens: list[str]) -> int | None:
-    for token in tokens:
-        match = re.fullmatch(r"(\d+)G[B]?", token)
-        if match:
-            return int(match.group(1))
-    return None
 
 
 @dataclass(frozen=True)

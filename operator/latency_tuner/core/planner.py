@@ -21,7 +21,7 @@ the diagnosis still pulls that way and the next rung is open ("continue while it
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from latency_tuner.api.spec import Knobs
 from latency_tuner.api.status import Trial, Verdict
@@ -29,17 +29,9 @@ from latency_tuner.core import candidates
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis
-from latency_tuner.core.evidence import Bottleneck, Finding
+from latency_tuner.core.evidence import Finding
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import (
-    CATALOG,
-    CHUNKED_PREFILL_BUDGET,
-    Change,
-    KnobName,
-    format_number,
-    same_value,
-    written_value,
-)
+from latency_tuner.core.knobs import CATALOG, Change, KnobName, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -131,34 +123,15 @@ def plan(
             ruled_out.append(why_not)
     follow = _continuation(open_, history, config, hardware)
     if follow:
-        return _with_companions(_change(follow[0], config, cv, continuing=True), config, knobs)
+        return _complete(_change(follow[0], config, cv, continuing=True), config, knobs)
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out)
-    return _with_companions(_change(open_[0], config, cv, continuing=False), config, knobs)
+    return _complete(_change(open_[0], config, cv, continuing=False), config, knobs)
 
 
-def _with_companions(change: Change, config: VllmCommandLine, knobs: Knobs) -> Change:
-    """Chunked prefill against prefill interference comes with a chunk budget: turned on
-    alone it keeps the budget vLLM needed without chunking (at least max-model-len) or its
-    large default (8192 on big GPUs), and a long prompt still goes in one step that stalls every
-    decode. A budget already written at or below the chunk size is kept."""
-    bounds = knobs.max_num_batched_tokens
-    if (
-        change.knob is not KnobName.CHUNKED_PREFILL
-        or change.bottleneck is not Bottleneck.PREFILL_INTERFERENCE
-        or bounds is None
-    ):
-        return change
-    budget = min(max(CHUNKED_PREFILL_BUDGET, bounds.min), bounds.max)
-    written = parse_int(config.get("max-num-batched-tokens"))
-    if written is not None and written <= budget:
-        return change
-    return replace(
-        change,
-        companions=(("max-num-batched-tokens", str(budget)),),
-        reason=f"{change.reason}; with max-num-batched-tokens {budget} so that each prefill "
-        "chunk stalls the decodes for one short step",
-    )
+def _complete(change: Change, config: VllmCommandLine, knobs: Knobs) -> Change:
+    """The change with the flags its knob sets along with it (``Knob.complete``)."""
+    return CATALOG[change.knob].complete(change, config, knobs)
 
 
 def _ruled_out(
@@ -240,14 +213,14 @@ def _continuation(
 def _direction(record: TrialRecord, config: VllmCommandLine, hardware: HardwareInfo) -> int:
     """+1 / -1 when the record moved a numeric knob up / down; 0 otherwise."""
     try:
-        knob = KnobName(record.knob)
+        knob = CATALOG[KnobName(record.knob)]
     except ValueError:
         return 0
     after = _number(record.to_value)
     before = _number(record.from_value)
     if before is None and record.from_value is None:
         # The flag was absent: it ran with vLLM's default on this hardware.
-        before = _effective_number(knob, view(config.without(CATALOG[knob].flag), hardware))
+        before = knob.number(view(config.without(knob.flag), hardware))
     if after is None or before is None or after == before:
         return 0
     return 1 if after > before else -1
@@ -263,39 +236,18 @@ def _number(text: str | None) -> float | None:
         return None if size is None else float(size)
 
 
-def _effective_number(knob: KnobName, cv: ConfigView) -> float | None:
-    return {
-        KnobName.MAX_NUM_BATCHED_TOKENS: float(cv.max_num_batched_tokens),
-        KnobName.MAX_NUM_SEQS: float(cv.max_num_seqs),
-        KnobName.GPU_MEMORY_UTILIZATION: cv.gpu_memory_utilization,
-        KnobName.TENSOR_PARALLEL: float(cv.tensor_parallel_size),
-    }.get(knob)
-
-
 def effective_text(knob: KnobName, cv: ConfigView) -> str:
     """The knob's current effective value in words ("2048", "true", "auto")."""
-    number = _effective_number(knob, cv)
-    if number is not None:
-        return format_number(number)
-    texts: dict[KnobName, str] = {
-        KnobName.PREFIX_CACHING: str(cv.prefix_caching).lower(),
-        KnobName.CHUNKED_PREFILL: str(cv.chunked_prefill).lower(),
-        KnobName.ENFORCE_EAGER: str(cv.enforce_eager).lower(),
-        KnobName.CPU_OFFLOAD: f"{cv.cpu_offload_gb:g}",
-        KnobName.KV_CACHE_DTYPE: cv.kv_cache_dtype,
-        KnobName.SPECULATIVE_DECODING: cv.speculative_config or "none",
-    }
-    return texts.get(knob, cv.model or "")
+    return CATALOG[knob].effective(cv)
 
 
 def _change(
     best: Candidate, config: VllmCommandLine, cv: ConfigView, *, continuing: bool
 ) -> Change:
-    from_effective = effective_text(best.knob, cv)
+    knob = CATALOG[best.knob]
+    from_effective = knob.effective(cv)
     to_text = best.to_value if best.to_value is not None else "(removed)"
-    written = written_value(best.knob, config)
-    if best.knob is KnobName.QUANTIZATION:
-        written = None  # the original model: not a variant
+    written = knob.recorded_from(config)
     default_note = "" if written is not None else " (vLLM default)"
     lead = "continuing the kept direction: " if continuing else ""
     subject = (
@@ -304,10 +256,10 @@ def _change(
         else f"{best.bottleneck} on {best.objective_label}"
     )
     reason = (
-        f"{lead}{subject}: {CATALOG[best.knob].what}, "
+        f"{lead}{subject}: {knob.what}, "
         f"{from_effective}{default_note} -> {to_text}; {best.why}; "
         f"expected ~{best.gain:.0%} lower {best.objective_label.split()[0]} "
-        f"({CATALOG[best.knob].knob_class} change)"
+        f"({knob.knob_class} change)"
     )
     return Change(
         knob=best.knob,

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import kopf
 
+from latency_tuner.controller.ports import MetricsFor
 from latency_tuner.handlers.operator import build_registry
-from latency_tuner.reconcile import MetricsFor
 from latency_tuner.settings import OperatorSettings, SettingsError, parse_settings
 
 

@@ -22,12 +22,14 @@ from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
 from latency_tuner.adapters.kubernetes.nodes import Nodes
 from latency_tuner.adapters.metrics import MetricsError, MetricsSource
+from latency_tuner.adapters.metrics.pool import ScrapePool
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION, InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
-from latency_tuner.core.rollout import baseline_container
-from latency_tuner.reconcile import MetricsFor, Reconciler, ScrapePool
+from latency_tuner.controller.ports import MetricsFor, Ports
+from latency_tuner.controller.reconciler import Reconciler
+from latency_tuner.core.rollout import Reason, baseline_container
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -69,12 +71,15 @@ def build_registry(
         memo.scrape = scrape
         memo.locks = defaultdict(asyncio.Lock)
         memo.deployments = Deployments(api_client)
+        memo.latencytargets = LatencyTargets(api_client)
         memo.reconciler = Reconciler(
-            deployments=memo.deployments,
-            nodes=Nodes(api_client),
-            latencytargets=LatencyTargets(api_client),
-            metrics_for=metrics_for or _metrics_factory(config, scrape),
-            pod_targets=scrape.set_targets if scrape is not None else None,
+            Ports(
+                deployments=memo.deployments,
+                nodes=Nodes(api_client),
+                latencytargets=memo.latencytargets,
+                metrics_for=metrics_for or _metrics_factory(config, scrape),
+                pods_seen=scrape.pods_seen if scrape is not None else None,
+            )
         )
         if config.metrics_port:
             start_http_server(config.metrics_port, addr="0.0.0.0", registry=metrics.registry)
@@ -206,7 +211,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     for trial in after.trials:
         if trial.id in finished and trial.verdict is not None:
             metrics.trials.labels(trial.verdict.value).inc()
-    if any(n.reason in ("Reverting", "TrialFailed") for n in outcome.notes):
+    if any(n.reason.rolls_back for n in outcome.notes):
         metrics.rollbacks.inc()
     try:
         spec = LatencyTarget.from_manifest(dict(body)).spec
@@ -223,7 +228,7 @@ async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     # Under the object's lock: a reconcile in flight must not patch after the restore.
     async with memo.locks[(namespace, name)]:
-        fresh = await memo.reconciler.latencytargets.get(namespace=namespace, name=name)
+        fresh = await memo.latencytargets.get(namespace=namespace, name=name)
         if fresh is not None:
             status = LatencyTargetStatus.model_validate(fresh.get("status") or {})
         await _restore_locked(body, memo, status, ref, namespace)
@@ -251,9 +256,5 @@ async def _restore_locked(
     except Conflict as exc:
         raise kopf.TemporaryError("the Deployment changed while restoring", delay=2) from exc
     # kopf.event, not kopf.info: info is filtered by settings.posting.level (WARNING here).
-    kopf.event(
-        body,
-        type="Normal",
-        reason="Restored",
-        message=f"restored the original arguments of Deployment {view.name}",
-    )
+    note = Reason.RESTORED.note(f"restored the original arguments of Deployment {view.name}")
+    kopf.event(body, type=note.type, reason=note.reason, message=note.message)

@@ -32,7 +32,7 @@ from latency_tuner.sandbox import prometheus as prom
 from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.sandbox.load import BackgroundLoad
 from latency_tuner.sandbox.podrunner import NodeHardware, PodInfo, PodRunner
-from latency_tuner.sandbox.scenario import Scenario
+from latency_tuner.sandbox.scenario import Load, Scenario
 
 __all__ = ["Sandbox", "SandboxError"]
 
@@ -135,9 +135,9 @@ class Sandbox:
             if self._want_load:
                 self.load = await self._stack.enter_async_context(
                     BackgroundLoad(
-                        self.scenario.load,
+                        Load.of(self.scenario.workload),
                         self._endpoints,
-                        model=self.scenario.model,
+                        model=self.scenario.served_model,
                     )
                 )
 

@@ -1,31 +1,28 @@
-"""`latency-tuner demo`: the whole loop on one machine, no cluster, no GPU.
+"""The demo's machinery: the whole loop on one machine, no cluster, no GPU.
 
 Starts the sandbox (API emulator, simulated vLLM pods, Prometheus when installed, load), the
 operator as its own process, applies the scenario's LatencyTarget, prints the progress as the
 operator works (phase, trial, change, TTFT/ITL against the targets, verdicts), and ends with a
 report (Markdown, a PNG plot, JSON). Exit code 0 when the scenario's expectations hold.
 
-``DemoRun`` is the same machinery as a library, for the e2e tests.
+``run_demo`` is what ``latency-tuner demo`` (``latency_tuner.cli.demo``) runs; ``DemoRun`` is
+the same machinery as a library, for the e2e tests.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
-import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from latency_tuner.api.durations import format_duration
 from latency_tuner.sandbox.cluster import Sandbox
 from latency_tuner.sandbox.operator_process import OperatorProcess
-from latency_tuner.sandbox.report import DemoResult, write
-from latency_tuner.sandbox.scenario import Scenario, ScenarioError, list_scenarios, load_scenario
+from latency_tuner.sandbox.report import DemoResult
+from latency_tuner.sandbox.scenario import Scenario
 
 DEFAULT_SCENARIO = "queueing"
 LT_API = "tuning.latencytuner.io/v1alpha1"
@@ -175,6 +172,39 @@ def _finished(status: dict[str, Any]) -> bool:
     return status.get("phase") in FINAL_PHASES and not status.get("currentTrial")
 
 
+def kubectl_help(run: DemoRun) -> str:
+    """How to look at the running sandbox with kubectl, as `demo --keep` prints it."""
+    ns, name = run.sandbox.namespace, run.name
+    return "\n".join(
+        [
+            "The sandbox stays up until Ctrl-C (or SIGTERM). In another terminal:",
+            f"  export KUBECONFIG={run.sandbox.kubeconfig_path}",
+            f"  kubectl get latencytargets -n {ns}",
+            f"  kubectl describe lt {name} -n {ns}",
+            f"  kubectl get deploy,pods -n {ns}",
+            f"  kubectl get events -n {ns}",
+            "  (the emulator serves no OpenAPI: add --validate=false to kubectl apply)",
+        ]
+    )
+
+
+async def _until_interrupted() -> bool:
+    """Wait for Ctrl-C / SIGTERM (a cancellation of this task); True once it came."""
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _absorb_cancellation()
+        return True
+    return False  # pragma: no cover - the event is never set
+
+
+def _absorb_cancellation() -> None:
+    # The cancellation asked the demo to stop, not to skip its clean-up and report.
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
 async def run_demo(
     scenario: Scenario,
     *,
@@ -182,29 +212,60 @@ async def run_demo(
     within: float,
     out: TextIO,
     prometheus: bool | None = None,
+    keep: bool = False,
 ) -> DemoResult:
+    """The whole demo. A cancellation of the task running it (Ctrl-C, SIGTERM: the CLI turns
+    both into one) stops the waiting, shuts the operator, pods and Prometheus down, and still
+    returns a result, marked interrupted, for a partial report."""
     started = time.monotonic()
     objectives = objectives_of(scenario)
     print(f"scenario {scenario.name}: {scenario.description.strip()}", file=out, flush=True)
-    async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
-        source = "Prometheus" if run.sandbox.prometheus_url else "direct scrape"
-        print(f"sandbox ready: {len(run.sandbox.pods())} pod(s), metrics from {source}", file=out)
-        initial_args = await run.container_args()
-        await run.sandbox.apply_latency_target()
-        status = await run.wait_for(
-            _finished, within=within, on_status=Progress(out, objectives, started)
-        )
-        final_args = await run.container_args()
-        events = await run.events()
+    interrupted = False
+    status: dict[str, Any] = {}
+    initial_args: list[str] = []
+    final_args: list[str] = []
+    events: list[dict[str, str]] = []
+    source = ""
+    try:
+        async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
+            source = "Prometheus" if run.sandbox.prometheus_url else "direct scrape"
+            print(
+                f"sandbox ready: {len(run.sandbox.pods())} pod(s), metrics from {source}",
+                file=out,
+                flush=True,
+            )
+            try:
+                initial_args = await run.container_args()
+                await run.sandbox.apply_latency_target()
+                status = await run.wait_for(
+                    _finished, within=within, on_status=Progress(out, objectives, started)
+                )
+            except asyncio.CancelledError:
+                _absorb_cancellation()
+                interrupted = True
+                status = await run.status()
+            final_args = await run.container_args()
+            events = await run.events()
+            if keep and not interrupted:
+                print(kubectl_help(run), file=out, flush=True)
+                await _until_interrupted()
+    except asyncio.CancelledError:  # while the sandbox was still starting
+        _absorb_cancellation()
+        interrupted = True
     expect = scenario.expect
     problems = []
     met = _met(status)
     trials = list(status.get("trials") or [])
-    if not _finished(status):
+    if interrupted:
+        problems.append(
+            f"interrupted after {time.monotonic() - started:.0f} s "
+            f"(phase {status.get('phase') or 'not started'}): a partial report"
+        )
+    elif not _finished(status):
         problems.append(f"did not finish within {within:.0f} s (phase {status.get('phase')})")
     if expect is not None:
-        if met != expect.targets_met:
-            problems.append(f"targetsMet is {met}, expected {expect.targets_met}")
+        if met != expect.feasible:
+            problems.append(f"targetsMet is {met}, expected {expect.feasible} (expect.feasible)")
         if expect.max_trials is not None and len(trials) > expect.max_trials:
             problems.append(f"{len(trials)} trials, expected at most {expect.max_trials}")
     return DemoResult(
@@ -224,60 +285,3 @@ async def run_demo(
         diagnosis=dict(status.get("diagnosis") or {}),
         metrics_source=source,
     )
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="latency-tuner demo",
-        description="Run the whole loop locally: a sandbox cluster, simulated vLLM pods, "
-        "Prometheus (when installed), load, and the operator converging.",
-    )
-    p.add_argument(
-        "--scenario",
-        default=DEFAULT_SCENARIO,
-        help=f"a shipped scenario ({', '.join(list_scenarios())}) or a scenario YAML file",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        help="seconds before giving up (default: the scenario's timeouts.converge)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--report", type=Path, help="folder for report.md, trials.png, result.json")
-    p.add_argument(
-        "--no-prometheus",
-        action="store_true",
-        help="use the operator's direct scrape even when Prometheus is installed",
-    )
-    return p
-
-
-def main(argv: Sequence[str]) -> int:
-    args = parser().parse_args(list(argv))
-    try:
-        scenario = load_scenario(args.scenario)
-    except ScenarioError as exc:
-        print(f"latency-tuner demo: {exc}", file=sys.stderr)
-        return 2
-    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    folder = args.report or Path("reports") / f"demo-{scenario.name}-{stamp}"
-    progress = sys.stderr if args.json else sys.stdout
-    result = asyncio.run(
-        run_demo(
-            scenario,
-            workdir=folder / "run",
-            within=args.timeout or scenario.timeouts.converge_seconds,
-            out=progress,
-            prometheus=False if args.no_prometheus else None,
-        )
-    )
-    page = write(result, folder)
-    if args.json:
-        print(json.dumps(result.to_json(), indent=2))
-    else:
-        print()
-        print(page.read_text())
-        log = folder / "run" / "operator.log"
-        print(f"report: {page}  plot: {folder / 'trials.png'}  operator log: {log}")
-    return 0 if result.expectations_held else 1

@@ -137,9 +137,10 @@ class BackgroundLoad:
 
     ::
 
-        async with BackgroundLoad(scenario.load, runner.endpoints, model=scenario.model) as load:
-            ...  # load.progress, load.proxy.url
-        load.result  # the bench summary of the whole run
+        load = Load.of(scenario.workload)
+        async with BackgroundLoad(load, runner.endpoints, model=scenario.served_model) as running:
+            ...  # running.progress, running.proxy.url
+        running.result  # the bench summary of the whole run
     """
 
     def __init__(self, load: Load, endpoints: Endpoints, *, model: str | None = None) -> None:

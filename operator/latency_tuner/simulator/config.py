@@ -18,6 +18,7 @@ from latency_tuner.simulator.models import ModelShape, WeightDtype, resolve_mode
 from latency_tuner.vllm import defaults as vllm_defaults
 
 __all__ = [
+    "SPEC_TYPICAL_ACCEPTANCE",
     "CommandLine",
     "EngineConfig",
     "KvDtype",
@@ -59,6 +60,9 @@ class SpecDecode:
     acceptance_rate: float
     # One drafter forward pass costs this fraction of the target model's weight reads.
     draft_cost_fraction: float
+    # True: each request's acceptance follows its prompt (``acceptance.py``), with
+    # ``acceptance_rate`` the method's typical value; False: fixed (--sim-spec-acceptance).
+    workload_dependent: bool = True
 
     @property
     def expected_tokens_per_step(self) -> float:
@@ -133,7 +137,8 @@ _KNOWN_QUANT = frozenset(
     }
 )
 # Spec-decoding methods -> (acceptance rate, drafter cost per pass as a fraction of the target's
-# weight reads). Acceptance depends on the workload; these are typical chat-traffic values.
+# weight reads). Acceptance depends on the workload (``acceptance.py`` moves it with each
+# prompt's repetitiveness); these are typical chat-traffic values.
 _SPEC_DEFAULTS: dict[str, tuple[float, float]] = {
     "eagle3": (0.65, 0.05),
     "eagle": (0.60, 0.05),
@@ -143,6 +148,9 @@ _SPEC_DEFAULTS: dict[str, tuple[float, float]] = {
     "ngram": (0.40, 0.0),
     "draft_model": (0.70, 0.15),
 }
+
+
+SPEC_TYPICAL_ACCEPTANCE: dict[str, float] = {m: a for m, (a, _) in _SPEC_DEFAULTS.items()}
 
 
 def weight_bytes_per_param(dtype: WeightDtype) -> float:
@@ -257,7 +265,7 @@ def _spec_decode(
         acceptance = spec_acceptance
     if not 0.0 <= acceptance <= 1.0:
         raise StartupError(f"speculative acceptance rate must be within [0, 1], got {acceptance}")
-    return SpecDecode(method, k, acceptance, fraction)
+    return SpecDecode(method, k, acceptance, fraction, workload_dependent=spec_acceptance is None)
 
 
 def weights_bytes_per_gpu(model: ModelShape, weight_dtype: WeightDtype, tp: int, pp: int) -> float:

@@ -27,8 +27,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from latency_tuner.simulator.acceptance import acceptance_rate, prompt_repetitiveness
 from latency_tuner.simulator.clock import Clock, RealClock, VirtualClock
-from latency_tuner.simulator.config import EngineConfig
+from latency_tuner.simulator.config import SPEC_TYPICAL_ACCEPTANCE as _SPEC_TYPICAL
+from latency_tuner.simulator.config import EngineConfig, SpecDecode
 from latency_tuner.simulator.cost import CostModel
 from latency_tuner.simulator.scheduler import (
     Request,
@@ -78,6 +80,7 @@ class RequestRecord:
     num_output_tokens: int
     num_cached_tokens: int
     num_preemptions: int
+    queued: float = -1.0  # reached the engine core (after the API server's work)
 
     @classmethod
     def of(cls, req: Request) -> RequestRecord:
@@ -94,6 +97,7 @@ class RequestRecord:
             num_output_tokens=req.num_output_tokens,
             num_cached_tokens=max(0, req.num_cached_tokens),
             num_preemptions=req.num_preemptions,
+            queued=req.queued_time,
         )
 
     @property
@@ -106,7 +110,7 @@ class RequestRecord:
 
     @property
     def queue_time(self) -> float:
-        return max(0.0, self.scheduled - self.arrival)
+        return max(0.0, self.scheduled - max(self.arrival, self.queued))
 
     @property
     def prefill_time(self) -> float:
@@ -167,6 +171,13 @@ class PlannedStep:
 Listener = Callable[[RequestOutput], None]
 
 
+def _acceptance_by_prompt(spec: SpecDecode) -> Callable[[Sequence[int]], float] | None:
+    if not spec.workload_dependent:
+        return None
+    typical = _SPEC_TYPICAL.get(spec.method, spec.acceptance_rate)
+    return lambda prompt: acceptance_rate(spec.method, typical, prompt_repetitiveness(prompt))
+
+
 class EngineCore:
     """Scheduler + cost model, stepped by a driver that owns time."""
 
@@ -191,6 +202,7 @@ class EngineCore:
             block_size=config.block_size,
             num_spec_tokens=spec.num_speculative_tokens if spec else 0,
             acceptance_rate=spec.acceptance_rate if spec else 0.0,
+            acceptance_by_prompt=_acceptance_by_prompt(spec) if spec else None,
             seed=config.seed if seed is None else seed,
         )
         self.sink = sink
@@ -206,12 +218,22 @@ class EngineCore:
         max_tokens: int,
         arrival: float,
         listener: Listener | None = None,
+        *,
+        queued: float | None = None,
     ) -> Request:
+        """Add a request that arrived at the server at ``arrival`` and reached the engine core
+        at ``queued`` (default: ``arrival``)."""
         if max_tokens < 1:
             raise ValueError("max_tokens must be at least 1")
         if not prompt_token_ids:
             raise ValueError("the prompt must have at least one token")
-        req = Request(request_id, list(prompt_token_ids), max_tokens, arrival)
+        req = Request(
+            request_id,
+            list(prompt_token_ids),
+            max_tokens,
+            arrival,
+            queued_time=arrival if queued is None else queued,
+        )
         self.scheduler.add_request(req)
         if listener is not None:
             self._listeners[request_id] = listener
@@ -297,16 +319,48 @@ class AsyncEngine:
         self.max_lag = max_lag  # behind the modeled time by more than this: restart from now
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._pending: set[str] = set()  # submitted, not yet in the engine core
 
     def add_request(
-        self, request_id: str, prompt_token_ids: Sequence[int], max_tokens: int
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        max_tokens: int,
+        *,
+        arrival: float | None = None,
     ) -> asyncio.Queue[RequestOutput]:
+        """Hand a request to the engine core now (it arrived at the server at ``arrival``)."""
         queue: asyncio.Queue[RequestOutput] = asyncio.Queue()
+        now = self.clock.now()
         self.core.add_request(
-            request_id, prompt_token_ids, max_tokens, self.clock.now(), queue.put_nowait
+            request_id,
+            prompt_token_ids,
+            max_tokens,
+            now if arrival is None else arrival,
+            queue.put_nowait,
+            queued=now,
         )
         self._wake.set()
         return queue
+
+    async def submit(
+        self, request_id: str, prompt_token_ids: Sequence[int], max_tokens: int
+    ) -> asyncio.Queue[RequestOutput]:
+        """A request arriving at the server now: it reaches the engine core after the server's
+        per-request work (``CostModel.request_overhead``)."""
+        arrival = self.clock.now()
+        self._pending.add(request_id)
+        try:
+            await self.clock.sleep_until(
+                arrival + self.core.cost.request_overhead(len(prompt_token_ids))
+            )
+        finally:
+            self._pending.discard(request_id)
+        return self.add_request(request_id, prompt_token_ids, max_tokens, arrival=arrival)
+
+    def in_use(self, request_id: str) -> bool:
+        """A request with this id is in the engine or on its way there."""
+        return request_id in self._pending or request_id in self.core.scheduler.requests
 
     def abort(self, request_id: str) -> None:
         self.core.abort(request_id)
@@ -398,15 +452,20 @@ class VirtualEngine:
         rid = request_id or f"sim-{next(self._ids)}"
         when = self.clock.now() if at is None else at
         sim = SimRequest(prompt_token_ids, max_tokens, when, rid)
-        heapq.heappush(self._arrivals, _Arrival(when, next(self._seq), sim))
+        # It reaches the engine core after the server's per-request work.
+        ready = when + self.core.cost.request_overhead(len(prompt_token_ids))
+        heapq.heappush(self._arrivals, _Arrival(ready, next(self._seq), sim))
         return rid
 
     def _admit(self, now: float) -> None:
         arrivals = self._arrivals
         while arrivals and arrivals[0].time <= now:
-            sim = heapq.heappop(arrivals).request
+            entry = heapq.heappop(arrivals)
+            sim = entry.request
             assert sim.request_id is not None
-            self.core.add_request(sim.request_id, sim.prompt_token_ids, sim.max_tokens, sim.arrival)
+            self.core.add_request(
+                sim.request_id, sim.prompt_token_ids, sim.max_tokens, sim.arrival, queued=entry.time
+            )
 
     def _collect(self, events: StepEvents) -> None:
         for req in events.finished:

@@ -4,7 +4,8 @@ Names, types, help texts and buckets come from ``latency_tuner.vllm.metrics`` (c
 generation, ``--sim-metrics-version``); labels are ``model_name`` (first served model name) and
 ``engine`` ("0"), as vLLM's ``PrometheusStatLogger`` declares them. Also exposed, as vLLM does:
 ``vllm:request_success_total{finished_reason}``, per-request token histograms, tokens per step,
-inference time, request parameters, spec-decoding counters (only with a speculative config),
+inference time, per-request time per output token, prefill KV tokens computed (cache hits left
+out), request parameters, spec-decoding counters (only with a speculative config),
 ``vllm:cache_config_info`` (labels echo the cache config as strings, plus ``engine``; like vLLM it
 carries no ``model_name``), and prometheus_client's process / platform / GC collectors.
 
@@ -71,13 +72,16 @@ def _bare(name: str) -> str:
     return name.removesuffix("_total")
 
 
-def cache_config_labels(config: EngineConfig) -> dict[str, str]:
-    """``vllm:cache_config_info`` labels: CacheConfig fields as vLLM stringifies them."""
-    return {
+def cache_config_labels(
+    config: EngineConfig, version: MetricsVersion = MetricsVersion.CURRENT
+) -> dict[str, str]:
+    """``vllm:cache_config_info`` labels: ``CacheConfig.metrics_info()``, every field of vLLM's
+    CacheConfig as ``str(value)``. Current vLLM (``vllm/config/cache.py``) also carries the
+    profiled capacity (``kv_cache_size_tokens``, ``kv_cache_max_concurrency`` = capacity /
+    max_model_len) and dropped ``swap_space``, ``cpu_offload_gb`` and ``calculate_kv_scales``."""
+    labels = {
         "block_size": str(config.block_size),
         "cache_dtype": config.kv_cache_dtype_label,
-        "calculate_kv_scales": "False",
-        "cpu_offload_gb": str(config.cpu_offload_gb if config.cpu_offload_gb else 0),
         "enable_prefix_caching": str(bool(config.prefix_caching)),
         "gpu_memory_utilization": str(config.gpu_memory_utilization),
         "is_attention_free": "False",
@@ -86,9 +90,25 @@ def cache_config_labels(config: EngineConfig) -> dict[str, str]:
         "num_gpu_blocks_override": "None",
         "prefix_caching_hash_algo": "sha256",
         "sliding_window": "None",
-        "swap_space": "4",
-        ENGINE_LABEL: "0",
     }
+    if version is MetricsVersion.CURRENT:
+        labels |= {
+            "kv_cache_size_tokens": str(config.kv_cache_tokens),
+            "kv_cache_max_concurrency": str(config.kv_cache_tokens / config.max_model_len),
+            "kv_cache_memory_bytes": "None",
+            "kv_sharing_fast_prefill": "False",
+            "kv_offloading_size": "None",
+            "kv_offloading_backend": "native",
+            "mamba_cache_dtype": "auto",
+        }
+    else:
+        labels |= {
+            "calculate_kv_scales": "False",
+            "cpu_offload_gb": str(config.cpu_offload_gb if config.cpu_offload_gb else 0),
+            "swap_space": "4",
+        }
+    labels[ENGINE_LABEL] = "0"
+    return labels
 
 
 @dataclass
@@ -204,7 +224,6 @@ class EngineMetrics:
         )
         self.ttft = histogram(Signal.TTFT)
         self.itl = histogram(Signal.ITL)
-        self.tpot = histogram(Signal.TPOT)
         self.e2e = histogram(Signal.E2E)
         self.queue = histogram(Signal.QUEUE_TIME)
         self.inference = extra_histogram(
@@ -213,6 +232,18 @@ class EngineMetrics:
             list(REQUEST_TIME_BUCKETS),
         )
         self.prefill = histogram(Signal.PREFILL_TIME)
+        # Per request: (e2e - TTFT) / (output tokens - 1), the ITL to judge under speculative
+        # decoding (one ITL sample per multi-token step); vLLM's ITL buckets.
+        self.request_tpot = extra_histogram(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            list(FAMILIES[Signal.ITL].buckets or ()),
+        )
+        self.prefill_kv_computed = extra_histogram(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            token_buckets,
+        )
         self.decode = histogram(Signal.DECODE_TIME)
         self.spec: tuple[Counter, Counter, Counter] | None = None
         self.spec_per_pos: list[Counter] = []
@@ -229,7 +260,7 @@ class EngineMetrics:
                 per_pos.labels(*values, str(p)) for p in range(config.spec.num_speculative_tokens)
             ]
         cache_family = FAMILIES[Signal.CACHE_CONFIG]
-        info_labels = cache_config_labels(config)
+        info_labels = cache_config_labels(config, version)
         info_labels[ENGINE_LABEL] = engine
         Gauge(
             cache_family.name(version), cache_family.help, list(info_labels), registry=reg
@@ -278,12 +309,15 @@ class EngineMetrics:
             finish = req.finish_time if req.finish_time is not None else stats.end
             self.success["length"].inc()
             self.e2e.observe(finish - req.arrival_time)
-            self.queue.observe(max(0.0, req.scheduled_time - req.arrival_time))
+            self.queue.observe(max(0.0, req.scheduled_time - req.queued_time))
             self.prefill.observe(req.first_token_time - req.scheduled_time)
             self.inference.observe(finish - req.scheduled_time)
             self.decode.observe(finish - req.first_token_time)
-            if req.num_output_tokens > 1:  # as vLLM: (e2e - TTFT) / (output tokens - 1)
-                self.tpot.observe((finish - req.first_token_time) / (req.num_output_tokens - 1))
+            if req.num_output_tokens > 1:
+                decode = finish - req.first_token_time
+                self.request_tpot.observe(decode / (req.num_output_tokens - 1))
+            cached = max(0, req.num_cached_tokens)
+            self.prefill_kv_computed.observe(max(0, req.num_prompt_tokens - cached))
             self.request_prompt_tokens.observe(req.num_prompt_tokens)
             self.request_generation_tokens.observe(req.num_output_tokens)
             self.max_num_generation_tokens.observe(req.max_tokens)

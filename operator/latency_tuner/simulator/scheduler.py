@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import random
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from latency_tuner.simulator.kv_cache import KVCacheManager
@@ -63,8 +64,14 @@ class Request:
     token_times: list[float] = field(default_factory=list)  # one entry per output token
     num_prompt_tokens: int = 0
     output_seed: int = 0
+    # When the engine core got it (after the API server's HTTP, input processing and
+    # tokenisation): vLLM's queue time starts here, its TTFT at ``arrival_time``.
+    queued_time: float = -1.0
+    acceptance: float = 0.0  # speculative decoding: per-draft-token acceptance for this request
 
     def __post_init__(self) -> None:
+        if self.queued_time < 0:
+            self.queued_time = self.arrival_time
         if not self.token_ids:
             self.token_ids = list(self.prompt_token_ids)
         self.num_prompt_tokens = len(self.prompt_token_ids)
@@ -134,6 +141,7 @@ class Scheduler:
         block_size: int = 16,
         num_spec_tokens: int = 0,
         acceptance_rate: float = 0.0,
+        acceptance_by_prompt: Callable[[Sequence[int]], float] | None = None,
         seed: int = 0,
     ) -> None:
         self.kv = KVCacheManager(num_gpu_blocks, block_size, prefix_caching)
@@ -143,6 +151,7 @@ class Scheduler:
         self.chunked_prefill = chunked_prefill
         self.num_spec_tokens = num_spec_tokens
         self.acceptance_rate = acceptance_rate
+        self.acceptance_by_prompt = acceptance_by_prompt
         self.rng = random.Random(seed)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -154,6 +163,11 @@ class Scheduler:
     def add_request(self, request: Request) -> None:
         if request.request_id in self.requests:
             raise ValueError(f"duplicate request id {request.request_id!r}")
+        if self.num_spec_tokens:
+            by_prompt = self.acceptance_by_prompt
+            request.acceptance = (
+                self.acceptance_rate if by_prompt is None else by_prompt(request.prompt_token_ids)
+            )
         self.requests[request.request_id] = request
         self.waiting.append(request)
 
@@ -285,9 +299,9 @@ class Scheduler:
 
     # --- outputs -------------------------------------------------------------------------------
 
-    def _accepted(self, drafts: int) -> int:
-        """Accepted draft tokens: each accepted with the acceptance rate, until one is not."""
-        accepted, a, rng = 0, self.acceptance_rate, self.rng
+    def _accepted(self, drafts: int, a: float) -> int:
+        """Accepted draft tokens: each accepted with probability ``a``, until one is not."""
+        accepted, rng = 0, self.rng
         while accepted < drafts and rng.random() < a:
             accepted += 1
         return accepted
@@ -307,7 +321,7 @@ class Scheduler:
                 continue  # a chunk of a prompt: nothing sampled yet
             accepted = 0
             if s.num_spec:
-                accepted = self._accepted(s.num_spec)
+                accepted = self._accepted(s.num_spec, req.acceptance)
                 events.spec_drafts += 1
                 events.spec_draft_tokens += s.num_spec
                 events.spec_accepted_tokens += accepted

@@ -286,7 +286,7 @@ class SimServer:
         )
         base = request.headers.get("X-Request-Id") or str(body.get("request_id") or "")
         request_id = f"{prefix}-{base or uuid.uuid4().hex}"
-        if request_id in self.core.scheduler.requests:
+        if self.engine.in_use(request_id):
             raise ApiError(f"request id {request_id!r} is already in use")
         return _Prepared(request_id, prompt_ids, max_tokens, stream, include_usage, continuous)
 
@@ -309,7 +309,7 @@ class SimServer:
 
     async def _outputs(self, prepared: _Prepared) -> AsyncGenerator[RequestOutput, None]:
         """Engine outputs of one request as they come; aborts it if the consumer goes away."""
-        queue = self.engine.add_request(
+        queue = await self.engine.submit(
             prepared.request_id, prepared.prompt_ids, prepared.max_tokens
         )
         finished = False

@@ -78,7 +78,7 @@ def test_the_wheel_builds_from_the_build_context_alone(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "dist").glob("latency_tuner-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        assert "latency_tuner/cli.py" in names
+        assert "latency_tuner/cli/__init__.py" in names
         (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         assert "latency-tuner = latency_tuner.cli:main" in archive.read(entry_points).decode()
 

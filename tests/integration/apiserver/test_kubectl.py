@@ -11,8 +11,10 @@ import pytest
 import yaml
 from tests.integration.apiserver.support import WIDGET_CRD, deployment, widget
 
+from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.sandbox.apiserver import ApiServer
 
+REPO = Path(__file__).resolve().parents[3]
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl is not installed")
 
@@ -58,8 +60,9 @@ async def test_kubectl_applies_a_namespace_and_a_deployment_and_gets_them_back(
     listed = json.loads(await kubectl(*k, "get", "deploy", "-n", "serving", "-o", "json"))
     assert [i["metadata"]["name"] for i in listed["items"]] == ["vllm"]
     assert listed["items"][0]["spec"]["replicas"] == 3
-    table = await kubectl(*k, "get", "deploy", "-n", "serving")
-    assert table.split()[:3] == ["NAME", "AGE", "vllm"]
+    header, row = (await kubectl(*k, "get", "deploy", "-n", "serving")).splitlines()
+    assert header.split() == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]
+    assert row.split()[:4] == ["vllm", "0/3", "0", "0"]
 
 
 async def test_kubectl_applies_a_crd_then_its_custom_resources_and_deletes_them(
@@ -83,3 +86,49 @@ async def test_kubectl_applies_a_crd_then_its_custom_resources_and_deletes_them(
 
     assert 'widget.tests.example.com "w" deleted' in await kubectl(*k, "delete", "wg", "w")
     assert await api.get("tests.example.com/v1", "Widget", "w", namespace="default") is None
+
+
+async def test_kubectl_get_latencytargets_prints_the_crds_columns(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    """What the README promises `kubectl get lt` shows, the sandbox shows too."""
+    k = (api.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path / "cache")
+    repo = REPO
+    await kubectl(*k, "apply", "--validate=false", "-f", str(repo / "crds" / "latencytarget.yaml"))
+    await kubectl(*k, "create", "namespace", "llm")
+    target = repo / "crds" / "examples" / "minimal-ttft.yaml"
+    await kubectl(*k, "apply", "--validate=false", "-n", "llm", "-f", str(target))
+    name = "chat-ttft"
+    status = LatencyTargetStatus.model_validate(
+        {
+            "phase": "Converged",
+            "trialCount": 2,
+            "observed": {"ttftSeconds": 0.052, "itlSeconds": 0.014},
+            "conditions": [
+                {
+                    "type": "TargetsMet",
+                    "status": "True",
+                    "reason": "TargetsMet",
+                    "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        }
+    ).model_dump(mode="json", by_alias=True, exclude_none=True)  # as the operator writes it
+    await kubectl(
+        *k,
+        "patch",
+        "lt",
+        name,
+        "-n",
+        "llm",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps({"status": status}),
+    )
+    header, row = (await kubectl(*k, "get", "lt", "-n", "llm")).splitlines()
+    assert header.split() == ["NAME", "TTFT", "ITL", "MET", "PHASE", "TRIALS", "AGE"]
+    assert row.split()[:6] == [name, "52ms", "14ms", "True", "Converged", "2"]
+    wide_header = (await kubectl(*k, "get", "lt", "-n", "llm", "-o", "wide")).splitlines()[0]
+    assert wide_header.split()[:3] == ["NAME", "TARGET", "MODE"]

@@ -1,9 +1,10 @@
 """A world for the operator: the API emulator, a stand-in Deployment controller, a scripted
 vLLM whose latency is a function of its arguments, and kopf running the real handlers.
 
-The controller makes rollouts complete (or crash, for configurations the world says cannot
-start) the way the Deployment controller and kubelet report them; the metrics source answers a
-window with the latency of the configuration that was serving during it. Everything else, the
+The controller (``latency_tuner.testing.rollouts``) makes rollouts complete (or crash, for
+configurations the world says cannot start) the way the Deployment controller and kubelet report
+them; the metrics source (``latency_tuner.testing.metrics``) answers a window with the latency
+of the configuration that was serving during it. Everything else, the
 operator's handlers, reconcile, adapters and decisions, is the real code over real HTTP.
 """
 
@@ -11,32 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kopf
 
-from latency_tuner.adapters.metrics import SourceUnreachable
 from latency_tuner.api.crd import build_crd
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.core.cluster import ContainerConfig
-from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.promql import LabelMatcher
+from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, container_config
 from latency_tuner.handlers.cli import run_kwargs
 from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.settings import OperatorSettings
+from latency_tuner.testing.metrics import ScriptedMetrics, queueing_signals
+from latency_tuner.testing.rollouts import roll
 from latency_tuner.vllm.args import VllmCommandLine
 
 NAMESPACE = "ml"
 DEPLOYMENT = "llama"
 APPS = "apps/v1"
 LT_API = "tuning.latencytuner.io/v1alpha1"
+UNREACHABLE = "Prometheus at http://prometheus:9090 is unreachable"
 
 Profile = Callable[[VllmCommandLine], dict[str, Any]]
 
@@ -109,46 +109,15 @@ def latency_target(
     }
 
 
-def observation(window: float, **signals: Any) -> Observation:
-    """An Observation with plausible defaults for a steady 20 req/s load."""
-    values: dict[str, Any] = {
-        "window_seconds": window,
-        "requests": 200,
-        "request_rate": 20.0,
-        "prompt_tokens_mean": 512.0,
-        "generation_tokens_mean": 128.0,
-        "running_mean": 8.0,
-        "running_max": 10.0,
-        "waiting_mean": 0.0,
-        "waiting_max": 0.0,
-        "kv_cache_usage_mean": 0.3,
-        "kv_cache_usage_max": 0.4,
-        "preemptions": 0.0,
-        "itl": {50: 0.02, 90: 0.025, 95: 0.027, 99: 0.03},
-        "itl_mean": 0.021,
-    }
-    values.update(signals)
-    return Observation(**values)
-
-
 def queueing(ttft_of: Callable[[VllmCommandLine], float]) -> Profile:
     """A Deployment whose requests queue for a slot (TTFT over 0.5 s is waiting time) and whose
     TTFT p90 is ``ttft_of(command line)``: the diagnosis says Queueing while it is slow."""
 
     def profile(cl: VllmCommandLine) -> dict[str, Any]:
-        ttft = ttft_of(cl)
         seqs = int(cl.get("max-num-seqs") or 1024)
-        slow = ttft > 0.5
-        return {
-            "ttft": {50: ttft * 0.8, 90: ttft, 95: ttft * 1.05, 99: ttft * 1.2},
-            "ttft_mean": ttft * 0.8,
-            "queue_time_mean": ttft * 0.7 if slow else 0.0,
-            "prefill_time_mean": 0.05,
-            "running_mean": float(min(seqs, 40)),
-            "running_max": float(min(seqs, 48)),
-            "waiting_mean": 12.0 if slow else 0.0,
-            "waiting_max": 24.0 if slow else 0.0,
-        }
+        return queueing_signals(
+            ttft_of(cl), running_mean=float(min(seqs, 40)), running_max=float(min(seqs, 48))
+        )
 
     return profile
 
@@ -177,10 +146,28 @@ class World:
     # Deployment -> (since, container fingerprint, command line) of what served, oldest first
     served: dict[str, list[tuple[float, str, VllmCommandLine]]] = field(default_factory=dict)
     profiles: dict[str, Profile] = field(default_factory=dict)
-    metrics_down: bool = False
     # The controller leaves new Deployment generations alone: their rollouts hang.
     stalled: bool = False
-    observe_calls: int = 0
+
+    def __post_init__(self) -> None:
+        self.script = ScriptedMetrics(self._signals)
+
+    @property
+    def metrics_down(self) -> bool:
+        return self.script.unreachable is not None
+
+    @metrics_down.setter
+    def metrics_down(self, down: bool) -> None:
+        self.script.unreachable = UNREACHABLE if down else None
+
+    @property
+    def observe_calls(self) -> int:
+        return self.script.observe_calls
+
+    def _signals(self, name: str, start: float, end: float) -> dict[str, Any] | None:
+        """A window shows the configuration that served in its middle."""
+        cl = self.serving_at((start + end) / 2, name)
+        return None if cl is None else self.profiles.get(name, self.profile)(cl)
 
     def serving_at(self, moment: float, name: str = DEPLOYMENT) -> VllmCommandLine | None:
         current = None
@@ -190,7 +177,7 @@ class World:
         return current
 
     async def metrics_for(self, spec: LatencyTargetSpec, namespace: str, name: str) -> Any:
-        return _ScriptedSource(self, spec.target_ref.name)
+        return await self.script.metrics_for(spec, namespace, name)
 
     async def add_deployment(self, args: Sequence[str], name: str, **meta: Any) -> None:
         await self.api.create(deployment(args, name=name, **meta))
@@ -241,32 +228,6 @@ class World:
         ]
 
 
-class _ScriptedSource:
-    def __init__(self, world: World, deployment: str) -> None:
-        self.world = world
-        self.name = deployment
-
-    async def observe(
-        self,
-        *,
-        matchers: Sequence[LabelMatcher],
-        window_seconds: float,
-        percentiles: Iterable[int] = (),
-        end: float | None = None,
-    ) -> ObservationResult:
-        self.world.observe_calls += 1
-        if self.world.metrics_down:
-            raise SourceUnreachable("Prometheus at http://prometheus:9090 is unreachable")
-        stop = time.time() if end is None else end
-        cl = self.world.serving_at(stop - window_seconds / 2, self.name)
-        if cl is None:
-            return NoData(
-                reason="no requests finished in the window", window_seconds=window_seconds
-            )
-        profile = self.world.profiles.get(self.name, self.world.profile)
-        return observation(window_seconds, **profile(cl))
-
-
 async def _controller(world: World, stop: asyncio.Event) -> None:
     """The Deployment controller and kubelet, reduced to what the operator reads."""
     api = world.api
@@ -283,79 +244,20 @@ async def _controller(world: World, stop: asyncio.Event) -> None:
 
 
 async def _roll(world: World, dep: dict[str, Any]) -> None:
-    api = world.api
     name = dep["metadata"]["name"]
     container = dep["spec"]["template"]["spec"]["containers"][0]
     cl = VllmCommandLine.parse(container.get("command"), container.get("args"))
-    config = ContainerConfig(
-        command=tuple(container["command"]) if container.get("command") else None,
-        args=tuple(container["args"]) if container.get("args") is not None else None,
-        image=container["image"],
-        gpu_limit=int(container["resources"]["limits"]["nvidia.com/gpu"]),
-    )
-    fingerprint = config.fingerprint()
+    fingerprint = container_config(container, DEFAULT_GPU_RESOURCE).fingerprint()
     labels = dep["spec"]["template"]["metadata"]["labels"]
     pods = [
-        p
-        for p in await api.list_objects("v1", "Pod", namespace=NAMESPACE)
+        p["metadata"]["name"]
+        for p in await world.api.list_objects("v1", "Pod", namespace=NAMESPACE)
         if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
     ]
-    generation = dep["metadata"]["generation"]
-    pod_name = f"{name}-{fingerprint[:10]}-x1"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": pod_name,
-            "namespace": NAMESPACE,
-            "labels": dict(dep["spec"]["template"]["metadata"]["labels"]),
-        },
-        "spec": copy.deepcopy(dep["spec"]["template"]["spec"]),
-    }
-    if not any(p["metadata"]["name"] == pod_name for p in pods):
-        await api.create(pod)
-    if world.crashes(cl):
-        await api.patch(
-            "v1", "Pod", pod_name, {"status": _pod_status(ready=False, crash=True)},
-            namespace=NAMESPACE, subresource="status",
-        )  # fmt: skip
-        status = {"observedGeneration": generation, "replicas": 2, "updatedReplicas": 1,
-                  "readyReplicas": 1, "availableReplicas": 1, "unavailableReplicas": 1}  # fmt: skip
-    else:
-        for old in pods:
-            if old["metadata"]["name"] != pod_name:
-                await api.delete("v1", "Pod", old["metadata"]["name"], namespace=NAMESPACE)
-        await api.patch(
-            "v1", "Pod", pod_name, {"status": _pod_status(ready=True, crash=False)},
-            namespace=NAMESPACE, subresource="status",
-        )  # fmt: skip
-        status = {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
-                  "readyReplicas": 1, "availableReplicas": 1}  # fmt: skip
+    crash = world.crashes(cl)
+    await roll(world.api, dep, pod=f"{name}-{fingerprint[:10]}-x1", existing=pods, crash=crash)
+    if not crash:
         world.served.setdefault(name, []).append((time.time(), fingerprint, cl))
-    await api.patch(APPS, "Deployment", name, {"status": status}, namespace=NAMESPACE,
-                    subresource="status")  # fmt: skip
-
-
-def _pod_status(*, ready: bool, crash: bool) -> dict[str, Any]:
-    state: dict[str, Any] = (
-        {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off restarting"}}
-        if crash
-        else {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
-    )
-    return {
-        "phase": "Running",
-        "podIP": "10.0.0.7",
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        "containerStatuses": [
-            {
-                "name": "vllm",
-                "ready": ready,
-                "restartCount": 3 if crash else 0,
-                "state": state,
-                "lastState": ({"terminated": {"reason": "Error", "exitCode": 1}} if crash else {}),
-            }
-        ],
-    }
 
 
 @contextlib.asynccontextmanager
@@ -364,7 +266,9 @@ async def cluster(
 ) -> AsyncIterator[World]:
     """The emulator with the CRD, a GPU node, the vLLM Deployment and its controller."""
     async with ApiServer() as api:
+        down = bool(world_kw.pop("metrics_down", False))
         world = World(api=api, profile=profile, **world_kw)
+        world.metrics_down = down
         await api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         await api.create(build_crd())
         await api.create(

@@ -19,6 +19,7 @@ from tests.integration.operator.harness import (
     queueing as queueing_world,
 )
 
+from latency_tuner.core.rollout import Reason
 from latency_tuner.vllm.args import VllmCommandLine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -89,8 +90,8 @@ async def test_a_change_that_makes_things_worse_is_reverted_and_a_helpful_one_ke
                 return status if status.get("phase") == "Converged" else None
 
             status = await eventually(converged, within=60)
-            reverting = await posted(world, "Reverting")
-            rolled_back = await posted(world, "RolledBack")
+            reverting = await posted(world, Reason.REVERTING)
+            rolled_back = await posted(world, Reason.ROLLED_BACK)
         final_args = await world.args()
     served = [list(cl.render()[1] or []) for _, _, cl in world.served[DEPLOYMENT]]
     assert served == [

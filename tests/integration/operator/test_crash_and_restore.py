@@ -26,6 +26,7 @@ from tests.integration.operator.harness import (
     queueing,
 )
 
+from latency_tuner.core.rollout import Reason
 from latency_tuner.vllm.args import VllmCommandLine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -54,7 +55,7 @@ async def test_a_trial_that_crashes_is_rolled_back_at_once_and_never_tried_again
             await asyncio.sleep(1.0)  # a few more rounds: still nothing new
             later = await world.status()
             final_args = await world.args()
-            failed_events = await posted(world, "TrialFailed")
+            failed_events = await posted(world, Reason.TRIAL_FAILED)
     assert rolled_back_after < 10  # at once, not after the 1-minute deadline
     (trial,) = status["trials"]
     assert (trial["knob"], trial["to"], trial["verdict"]) == ("maxNumSeqs", "32", "Failed")
@@ -101,7 +102,7 @@ async def test_deleting_a_target_with_restore_puts_the_original_arguments_back(
             patches = len(world.deployment_patches())
             await asyncio.sleep(1.0)  # no timer left to patch it again
             final_args = await world.args()
-            restored = await posted(world, "Restored")
+            restored = await posted(world, Reason.RESTORED)
     assert status["baseline"]["args"] == ARGS
     assert restored_args == ARGS
     assert final_args == ARGS

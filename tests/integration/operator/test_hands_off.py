@@ -19,6 +19,7 @@ from tests.integration.operator.harness import (
     queueing,
 )
 
+from latency_tuner.core.rollout import Reason
 from latency_tuner.vllm.args import VllmCommandLine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -56,7 +57,7 @@ async def test_recommend_off_and_controller_owned_deployments_are_left_untouched
 
             statuses = await eventually(settled, within=30)
             after = {n: await world.deployment(n) for n in before}
-            recommendation_events = await posted(world, "Recommendation")
+            recommendation_events = await posted(world, Reason.RECOMMENDATION)
     for name, dep in after.items():
         assert dep["metadata"]["generation"] == before[name]["metadata"]["generation"], name
         assert dep["spec"] == before[name]["spec"], name
@@ -128,10 +129,10 @@ async def test_a_conflicting_or_invalid_latency_target_says_why_and_does_nothing
             await eventually(lambda: _more(world, ticks, 6), within=10)
             writes_after = _status_writes(world, "bad-regex")
             second_after = await world.status("second")
-            await posted(world, "InvalidSpec")
-            await posted(world, "Conflict")
-            invalid_events = await world.events("InvalidSpec")
-            conflict_events = await world.events("Conflict")
+            await posted(world, Reason.INVALID_SPEC)
+            await posted(world, Reason.CONFLICT)
+            invalid_events = await world.events(Reason.INVALID_SPEC)
+            conflict_events = await world.events(Reason.CONFLICT)
     ready = condition(second, "Ready")
     assert ready is not None
     assert ready["reason"] == "Conflict"

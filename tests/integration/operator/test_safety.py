@@ -22,6 +22,8 @@ from tests.integration.operator.harness import (
     queueing,
 )
 
+from latency_tuner.core.rollout import Reason
+
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ARGS = [MODEL, "--max-num-seqs", "16"]
 SEQS_32 = [MODEL, "--max-num-seqs", "32"]
@@ -47,7 +49,7 @@ async def test_a_paused_target_applies_nothing_and_unpausing_resumes_the_trial(
             patches_while_paused = len(world.deployment_patches())
             await world.set_spec(paused=False)
             converged = await phase_in(world, "Converged")
-            resumed = await posted(world, "Resumed")
+            resumed = await posted(world, Reason.RESUMED)
         final_args = await world.args()
     assert paused["currentTrial"]["to"] == "32"  # the trial waits with its change in place
     progressing = condition(paused, "Progressing")
@@ -79,7 +81,7 @@ async def test_an_outside_change_mid_trial_pauses_tuning_and_is_not_fought(
             await eventually(lambda: _more(world, ticks, 4), within=10)
             after = await world.status()
             args_after = await world.args()
-            drift_events = await posted(world, "Drift")
+            drift_events = await posted(world, Reason.DRIFT)
     degraded = condition(paused, "Degraded")
     assert degraded is not None
     assert (degraded["status"], degraded["reason"]) == ("True", "Drift")

@@ -23,7 +23,8 @@ from latency_tuner.adapters.kubernetes.client import make_api_client
 from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
 from latency_tuner.adapters.kubernetes.nodes import Nodes
-from latency_tuner.reconcile import Reconciler
+from latency_tuner.controller.ports import Ports
+from latency_tuner.controller.reconciler import Reconciler
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ARGS = [MODEL, "--max-num-seqs", "16"]
@@ -35,11 +36,13 @@ async def test_a_stale_body_does_not_overwrite_the_trial_in_flight(tmp_path: Pat
         client = make_api_client(os.environ["KUBECONFIG"])
         now = datetime.now(UTC)
         reconciler = Reconciler(
-            deployments=Deployments(client),
-            nodes=Nodes(client),
-            latencytargets=LatencyTargets(client),
-            metrics_for=world.metrics_for,
-            clock=lambda: now,
+            Ports(
+                deployments=Deployments(client),
+                nodes=Nodes(client),
+                latencytargets=LatencyTargets(client),
+                metrics_for=world.metrics_for,
+                clock=lambda: now,
+            )
         )
         await reconciler.run(stale)  # the clean window starts after the settle time
         now += timedelta(seconds=5)

@@ -195,16 +195,19 @@ def test_speculative_decoding_gains_much_less_at_concurrency_64_than_at_1() -> N
     assert speedup_64 < speedup_1 - 0.3, (speedup_1, speedup_64)
 
 
-def test_tensor_parallelism_over_nvlink_cuts_70b_itl_and_over_pcie_helps_far_less() -> None:
+def test_tensor_parallelism_cuts_70b_decode_itl_over_nvlink_and_over_pcie() -> None:
+    # A decode step's all-reduces are small (16 KB per sequence): latency-bound even over PCIe,
+    # so splitting the weight reads wins on both (measured on L40S: TP8 decodes ~1.8x faster
+    # than TP4). Over PCIe it is the large prefill all-reduces that hurt (next test).
     def itl(gpu: str, tp: int) -> float:
         return predict(
             LLAMA_70B_FP8, gpu, tp=tp, prompt_tokens=512, output_tokens=128, max_model_len=4096
         ).itl_ms
 
     nvlink = itl("H100-SXM", 2) / itl("H100-SXM", 1)
-    pcie = itl("L40S", 4) / itl("L40S", 2)  # 70 GB of FP8 weights need two 48 GB L40S
+    pcie = itl("L40S", 8) / itl("L40S", 4)  # 70 GB of FP8 weights need two 48 GB L40S
     assert nvlink < 0.7, nvlink
-    assert pcie > nvlink + 0.15, (nvlink, pcie)
+    assert pcie < 0.8, pcie
 
 
 def test_tensor_parallelism_over_pcie_makes_a_70b_prefill_slower() -> None:

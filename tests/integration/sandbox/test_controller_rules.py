@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from latency_tuner.sandbox.podrunner import (
     Counts,
+    SimulatorEngine,
     compute_status,
+    plan_scale,
     resolve_strategy,
     sim_argv,
     template_hash,
@@ -139,3 +143,87 @@ def test_progress_moves_the_deadline_and_completion_says_new_replicaset_availabl
     assert moved["lastUpdateTime"] != moved["lastTransitionTime"]
     [finished] = [c for c in done["conditions"] if c["type"] == "Progressing"]
     assert (finished["status"], finished["reason"]) == ("True", "NewReplicaSetAvailable")
+
+
+@dataclass(eq=False)
+class _Pod:
+    template_hash: str
+    created: float
+    ready_since: float | None = None
+    terminating: bool = False
+    node: str | None = "node"
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_since is not None
+
+    def available(self, min_ready_seconds: float, now: float) -> bool:
+        return self.ready_since is not None and now - self.ready_since >= min_ready_seconds
+
+
+def test_a_rolling_update_of_one_replica_surges_one_pod_and_stops_the_old_one_once_it_serves() -> (
+    None
+):
+    old = _Pod("old", created=0, ready_since=0)
+    spec = {"replicas": 1}
+
+    first = plan_scale(spec, [old], "new", now=10)
+    new = _Pod("new", created=10)
+    while_starting = plan_scale(spec, [old, new], "new", now=11)
+    new.ready_since = 12
+    once_ready = plan_scale(spec, [old, new], "new", now=13)
+
+    assert (first.create, first.stop) == (1, [])
+    assert (while_starting.create, while_starting.stop) == (0, [])
+    assert (once_ready.create, once_ready.stop) == (0, [old])
+
+
+def test_a_rolling_update_stops_old_pods_that_serve_nothing_before_available_ones() -> None:
+    broken = _Pod("old", created=1)
+    serving = [_Pod("old", created=0, ready_since=0), _Pod("old", created=2, ready_since=0)]
+    spec = {"replicas": 3, "strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}}
+
+    plan = plan_scale(spec, [*serving, broken], "new", now=10)
+
+    assert (plan.create, plan.stop) == (0, [broken])
+
+
+def test_recreate_stops_every_old_pod_and_creates_new_ones_only_when_they_are_gone() -> None:
+    old = [_Pod("old", created=0, ready_since=0), _Pod("old", created=1, ready_since=0)]
+    spec = {"replicas": 2, "strategy": {"type": "Recreate"}}
+
+    first = plan_scale(spec, old, "new", now=5)
+    for pod in old:
+        pod.terminating = True
+    while_stopping = plan_scale(spec, old, "new", now=6)
+    gone: list[_Pod] = []
+    after = plan_scale(spec, gone, "new", now=7)
+
+    assert (first.create, first.stop) == (0, old)
+    assert (while_stopping.create, while_stopping.stop) == (0, [])
+    assert (after.create, after.stop) == (2, [])
+
+
+def test_scaling_down_stops_the_unready_and_newest_pods_first() -> None:
+    oldest = _Pod("h", created=0, ready_since=0)
+    newer = _Pod("h", created=5, ready_since=6)
+    unready = _Pod("h", created=1)
+
+    plan = plan_scale({"replicas": 1}, [oldest, newer, unready], "h", now=10)
+
+    assert (plan.create, plan.stop) == (0, [unready, newer])
+
+
+def test_the_simulator_engine_runs_latency_tuner_sim_with_the_seed_after_the_containers_flags() -> (
+    None
+):
+    container = {"args": [MODEL, "--max-num-seqs", "8"]}
+
+    command = SimulatorEngine(python="/py", seed=7, options=("--sim-x",)).command(
+        container, port=9000, gpu="L4", gpus=1
+    )
+
+    assert command.program == ("/py", "-m", "latency_tuner.cli", "sim")
+    assert command.args[:2] == ("serve", MODEL)
+    assert command.args[-3:] == ("--sim-seed", "7", "--sim-x")
+    assert "--max-num-seqs=8" in command.args

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from latency_tuner.sandbox.scenario import (
+    Load,
     Scenario,
     ScenarioError,
     estimate,
@@ -31,7 +32,7 @@ def test_a_shipped_scenario_loads_and_points_its_target_at_its_deployment(name: 
     # A demo run takes minutes, not hours.
     assert target.spec.evaluation.window_seconds <= 30
     assert target.spec.evaluation.settle_seconds <= 10
-    assert scenario.load.concurrency <= 32
+    assert Load.of(scenario.workload).concurrency <= 32
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -62,7 +63,7 @@ def test_fp8_kv_cache_cannot_start_on_the_a100_scenario() -> None:
 
 def test_an_invalid_scenario_names_every_bad_field() -> None:
     scenario = load_scenario("queueing").model_dump(by_alias=True)
-    scenario["load"]["sharedPrefixTokens"] = 10_000
+    scenario["workload"]["sharedPrefixTokens"] = 10_000
     scenario["hardware"]["gpu"] = "TPU-v5"
     scenario["latencyTarget"]["spec"]["targetRef"]["name"] = "someone-else"
     scenario["latencyTarget"]["spec"]["objectives"]["ttft"]["percentile"] = 42
@@ -72,7 +73,7 @@ def test_an_invalid_scenario_names_every_bad_field() -> None:
 
     text = str(caught.value)
     assert "broken.yaml" in text
-    assert "sharedPrefixTokens must be smaller than promptTokens" in text
+    assert "sharedPrefixTokens must be shorter than the shortest prompt" in text
     assert "unknown GPU 'TPU-v5'" in text
     assert "latencyTarget.spec.objectives.ttft.percentile" in text
 

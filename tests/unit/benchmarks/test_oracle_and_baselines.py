@@ -13,20 +13,31 @@ from latency_tuner.benchmarks.scenario import Scenario, parse_scenario
 from latency_tuner.benchmarks.space import Point, build_space
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation
+from latency_tuner.scenario import latency_target, vllm_deployment
 
 SCENARIO: dict[str, Any] = {
     "name": "two-points",
-    "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "gpu": "H100-SXM",
-    "args": ["--max-num-seqs", "8"],
-    "workload": {"arrival": "poisson", "rate": 10, "promptTokens": 200, "outputTokens": 40},
-    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
-    "knobs": {
-        "maxNumSeqs": {"min": 8, "max": 16},
-        "maxNumBatchedTokens": None,
-        "gpuMemoryUtilization": None,
+    "hardware": {"gpu": "H100-SXM", "gpus": 1},
+    "workload": {
+        "arrival": "poisson",
+        "rate": 10,
+        "promptTokens": 200,
+        "outputTokens": 40,
+        "spread": 0.25,
     },
-    "evaluation": {"window": "10s", "settle": "5s", "minRequests": 50},
+    "deployment": vllm_deployment(
+        "llama", "meta-llama/Llama-3.1-8B-Instruct", ["--max-num-seqs", "8"]
+    ),
+    "latencyTarget": latency_target(
+        "llama",
+        {"ttft": {"percentile": 90, "threshold": "100ms"}},
+        knobs={
+            "maxNumSeqs": {"min": 8, "max": 16},
+            "maxNumBatchedTokens": None,
+            "gpuMemoryUtilization": None,
+        },
+        evaluation={"window": "10s", "settle": "5s", "minRequests": 50},
+    ),
 }
 
 
@@ -114,9 +125,13 @@ def test_a_search_that_runs_out_of_space_says_so_and_keeps_the_best_it_saw(
 
 
 def test_grid_order_is_auto_tunes_seqs_outer_and_batched_tokens_inner() -> None:
-    data = {**SCENARIO, "knobs": {"maxNumSeqs": {"min": 8, "max": 16},
-                                  "maxNumBatchedTokens": {"min": 1024, "max": 2048},
-                                  "gpuMemoryUtilization": None}}  # fmt: skip
+    knobs = {
+        "maxNumSeqs": {"min": 8, "max": 16},
+        "maxNumBatchedTokens": {"min": 1024, "max": 2048},
+        "gpuMemoryUtilization": None,
+    }
+    target = SCENARIO["latencyTarget"]
+    data = {**SCENARIO, "latencyTarget": {**target, "spec": {**target["spec"], "knobs": knobs}}}
     labels = [p.label() for p in build_space(parse_scenario(data))]
     assert labels[:4] == [  # 8192: the H100's default, where the Deployment starts
         "maxNumSeqs=8,maxNumBatchedTokens=1024",

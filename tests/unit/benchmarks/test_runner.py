@@ -1,27 +1,49 @@
-"""The virtual-time runner drives the operator's own ``decide`` to convergence on an easy case."""
+"""The virtual-time runner drives the production reconcile loop to convergence on an easy case."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from latency_tuner.benchmarks.operator_run import VirtualDeployment, run_operator
+import pytest
+
+from latency_tuner.benchmarks.operator_run import run_operator
 from latency_tuner.benchmarks.scenario import parse_scenario
+from latency_tuner.benchmarks.virtual import (
+    MemoryLatencyTargets,
+    VirtualDeployment,
+    VirtualDeployments,
+    VirtualNode,
+)
 from latency_tuner.benchmarks.world import make_world
+from latency_tuner.controller.deployment import DeploymentView
+from latency_tuner.controller.reconciler import Outcome, Reconciler
+from latency_tuner.scenario import latency_target, vllm_deployment
 
 # 24 req/s of short chats queue behind max-num-seqs 8 on an H100; 16 slots are enough.
 EASY: dict[str, Any] = {
     "name": "easy",
-    "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "gpu": "H100-SXM",
-    "args": ["--max-num-seqs", "8"],
-    "workload": {"arrival": "poisson", "rate": 24, "promptTokens": 200, "outputTokens": 40},
-    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
-    "knobs": {
-        "maxNumSeqs": {"min": 8, "max": 32},
-        "maxNumBatchedTokens": None,
-        "gpuMemoryUtilization": None,
+    "hardware": {"gpu": "H100-SXM", "gpus": 1},
+    "workload": {
+        "arrival": "poisson",
+        "rate": 24,
+        "promptTokens": 200,
+        "outputTokens": 40,
+        "spread": 0.25,
     },
-    "evaluation": {"window": "10s", "settle": "5s", "minRequests": 50},
+    "deployment": vllm_deployment(
+        "llama", "meta-llama/Llama-3.1-8B-Instruct", ["--max-num-seqs", "8"]
+    ),
+    "latencyTarget": latency_target(
+        "llama",
+        {"ttft": {"percentile": 90, "threshold": "100ms"}},
+        knobs={
+            "maxNumSeqs": {"min": 8, "max": 32},
+            "maxNumBatchedTokens": None,
+            "gpuMemoryUtilization": None,
+        },
+        evaluation={"window": "10s", "settle": "5s", "minRequests": 50},
+    ),
 }
 
 
@@ -41,8 +63,35 @@ def test_a_configuration_that_cannot_start_is_a_failing_pod_and_a_rollback_is_im
     broken = type(start)(start.command, ("--max-num-seqs", "8", "-tp", "3"), start.image, 3)
     dep.apply(broken)
     dep.advance(40.0)
-    rollout = dep.rollout()
+    rollout = DeploymentView(dep.deployment_object()).rollout(dep.pods())
     assert not rollout.complete
     assert rollout.failure(broken.fingerprint()) is not None
     dep.apply(start)  # back to the pod that still serves: done at once
-    assert dep.rollout().complete
+    assert DeploymentView(dep.deployment_object()).rollout(dep.pods()).complete
+
+
+def test_the_benchmark_runs_the_production_reconciler_over_its_virtual_adapters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No copy of the loop: every reconcile of the run is ``Reconciler.run`` itself, with the
+    benchmark's adapters as its ports, and the run's rollouts are the patches it made."""
+    calls: list[tuple[Reconciler, Outcome]] = []
+    production = Reconciler.run
+
+    async def spy(self: Reconciler, body: Mapping[str, Any], **kwargs: Any) -> Outcome:
+        outcome = await production(self, body, **kwargs)
+        calls.append((self, outcome))
+        return outcome
+
+    monkeypatch.setattr(Reconciler, "run", spy)
+    result = run_operator(parse_scenario(EASY), make_world("matched", 0), 0, budget=6)
+    assert result.success, result.reason
+    assert calls, "the benchmark never called Reconciler.run"
+    for reconciler, _ in calls:
+        assert isinstance(reconciler.ports.deployments, VirtualDeployments)
+        assert isinstance(reconciler.ports.latencytargets, MemoryLatencyTargets)
+        assert isinstance(reconciler.ports.nodes, VirtualNode)
+    assert sum(outcome.patched for _, outcome in calls) == result.rollouts
+    reasons = [r for _, outcome in calls for r in outcome.reasons]
+    assert "trial started" in reasons
+    assert "kept" in reasons

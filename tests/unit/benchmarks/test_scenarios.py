@@ -16,21 +16,31 @@ from latency_tuner.benchmarks.scenario import (
     parse_scenario,
 )
 from latency_tuner.benchmarks.space import build_space
+from latency_tuner.scenario import latency_target, vllm_deployment
 
 SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+OBJECTIVES = {"ttft": {"percentile": 90, "threshold": "100ms"}}
+KNOBS = {
+    "maxNumSeqs": {"min": 8, "max": 32},
+    "maxNumBatchedTokens": None,
+    "gpuMemoryUtilization": None,
+}
+EVALUATION = {"window": "20s", "settle": "10s", "minRequests": 50}
+
 GOOD: dict[str, Any] = {
     "name": "tiny",
-    "model": "meta-llama/Llama-3.1-8B-Instruct",
-    "gpu": "H100-SXM",
-    "args": ["--max-num-seqs", "8"],
-    "workload": {"arrival": "poisson", "rate": 10, "promptTokens": 200, "outputTokens": 40},
-    "objectives": {"ttft": {"percentile": 90, "threshold": "100ms"}},
-    "knobs": {
-        "maxNumSeqs": {"min": 8, "max": 32},
-        "maxNumBatchedTokens": None,
-        "gpuMemoryUtilization": None,
+    "hardware": {"gpu": "H100-SXM", "gpus": 1},
+    "workload": {
+        "arrival": "poisson",
+        "rate": 10,
+        "promptTokens": 200,
+        "outputTokens": 40,
+        "spread": 0.25,
     },
+    "deployment": vllm_deployment("llama", MODEL, ["--max-num-seqs", "8"]),
+    "latencyTarget": latency_target("llama", OBJECTIVES, knobs=KNOBS, evaluation=EVALUATION),
 }
 
 
@@ -57,7 +67,7 @@ def test_the_shipped_suite_loads_with_at_least_24_scenarios_of_every_kind() -> N
     models = " ".join(s.model for s in suite)
     assert all(size in models for size in ("8B", "32B", "70B"))
     assert {s.workload.arrival for s in suite} == {"poisson", "bursty", "closed"}
-    assert any(s.expect == "infeasible" for s in suite)
+    assert any(not s.expect.feasible for s in suite)
     assert any(s.knobs.tensor_parallel is not None for s in suite)
     assert any(s.knobs.quantization is not None for s in suite)
     assert all(len(build_space(s)) <= MAX_SPACE for s in suite)
@@ -90,8 +100,9 @@ def test_a_closed_loop_without_users_and_a_poisson_load_without_rate_are_refused
 
 
 def test_an_unknown_gpu_and_a_start_that_cannot_start_are_refused() -> None:
-    assert "gpu" in problems(bad(gpu="Z9000"))
-    assert "does not start" in problems(bad(args=["--max-num-seqs", "8", "-tp", "2"]))
+    assert "gpu" in problems(bad(hardware={"gpu": "Z9000"}))
+    start = vllm_deployment("llama", MODEL, ["--max-num-seqs", "8", "-tp", "2"])
+    assert "does not start" in problems(bad(deployment=start))
 
 
 def test_a_space_too_large_for_the_oracle_is_refused() -> None:
@@ -100,7 +111,9 @@ def test_a_space_too_large_for_the_oracle_is_refused() -> None:
         "maxNumBatchedTokens": {"min": 512, "max": 16384},
         "gpuMemoryUtilization": {"max": 0.95},
     }
-    assert f"at most {MAX_SPACE}" in problems(bad(knobs=wide))
+    assert f"at most {MAX_SPACE}" in problems(
+        bad(latencyTarget=latency_target("llama", OBJECTIVES, knobs=wide))
+    )
 
 
 def test_a_shared_prefix_longer_than_the_prompts_is_refused() -> None:

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from latency_tuner.api import build_crd
-from latency_tuner.api.crd_cli import main
 from latency_tuner.cli import main as latency_tuner
+from latency_tuner.cli.crd import main
 
 CRD_FILE = Path(__file__).resolve().parents[3] / "crds" / "latencytarget.yaml"
 

@@ -7,7 +7,6 @@ would gather. Each step asserts that every phase change it took is in ``TRANSITI
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,16 +16,21 @@ import pytest
 from latency_tuner.api.spec import LatencyTargetSpec, Mode
 from latency_tuner.api.status import LatencyTargetStatus, Phase, Verdict
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
-from latency_tuner.core.diagnosis import NotVllm
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import NoData, Observation
 from latency_tuner.core.rollout import (
     ALWAYS_ALLOWED,
+    PHASES,
     TRANSITIONS,
+    Blocked,
+    Blocker,
     Decision,
     Facts,
     MetricsFailure,
+    Ready,
+    Reason,
     WindowResult,
+    Windows,
     decide,
     windows_needed,
 )
@@ -127,20 +131,19 @@ def facts(
     cfg: ContainerConfig = BEFORE,
     *,
     current: WindowResult | str | None = "serving",
-    windows: Mapping[str, WindowResult] | None = None,
+    windows: Windows[WindowResult] | None = None,
     complete: bool = True,
     owner: str | None = None,
     **fields: Any,
-) -> Facts:
+) -> Ready:
     """The facts of a round: the Deployment runs ``cfg``; the current window is what it serves
-    (``current="serving"``), another result, or absent (None)."""
-    found: dict[str, WindowResult] = dict(windows or {})
-    if current == "serving":
-        found.setdefault("current", window(cfg))
-    elif current is not None:
-        assert not isinstance(current, str)
-        found["current"] = current
-    base = Facts(
+    (``current="serving"``), another result, or absent (None), unless ``windows`` has one."""
+    found: Windows[WindowResult] = windows or Windows()
+    if found.current is None and current is not None:
+        assert current == "serving" or not isinstance(current, str)
+        served = window(cfg) if isinstance(current, str) else current
+        found = replace(found, current=served)
+    base = Ready(
         deployment=deployment(cfg, owner),
         container_index=0,
         container=cfg,
@@ -198,7 +201,7 @@ class Run:
         return c.status, c.reason, c.message
 
 
-def reasons(d: Decision) -> list[str]:
+def reasons(d: Decision) -> list[Reason]:
     return [n.reason for n in d.notes]
 
 
@@ -233,10 +236,8 @@ def measuring(run: Run) -> None:
     assert run.phase() is Phase.MEASURING
 
 
-def judged(before: WindowResult, after: WindowResult) -> dict[str, WindowResult]:
-    windows: dict[str, WindowResult] = {"current": after, "trial": after, "baseline": before}
-    windows.update({f"baseline_{i}": before for i in range(3)})
-    return windows
+def judged(before: WindowResult, after: WindowResult) -> Windows[WindowResult]:
+    return Windows(current=after, trial=after, baseline=before, baseline_parts=(before,) * 3)
 
 
 def reverting(run: Run) -> None:
@@ -306,7 +307,7 @@ def test_observing_a_configuration_that_meets_the_targets_converges() -> None:
     assert run.phase() is Phase.CONVERGED
     assert d.apply is None
     assert run.condition("TargetsMet")[:2] == ("True", "TargetsMet")
-    assert reasons(d) == ["TargetsMet"]
+    assert reasons(d) == [Reason.TARGETS_MET]
     assert run.status.observed is not None
     assert run.status.observed.ttft_seconds == 0.3
 
@@ -329,7 +330,7 @@ def test_a_missed_target_starts_a_trial_recording_baseline_and_intent_before_any
     assert run.status.baseline.args == list(BEFORE.args or ())
     assert run.status.trial_count == 1
     assert run.condition("TargetsMet")[:2] == ("False", "TargetsMissed")
-    assert "TrialStarted" in reasons(d)
+    assert Reason.TRIAL_STARTED in reasons(d)
     assert run.step(facts(BEFORE)).apply == AFTER
 
 
@@ -356,7 +357,7 @@ def test_max_trials_reached_exhausts_the_target() -> None:
     status, reason, message = run.condition("Progressing")
     assert (status, reason) == ("False", "Exhausted")
     assert "maxTrials (5)" in message
-    assert reasons(d) == ["Exhausted"]
+    assert reasons(d) == [Reason.EXHAUSTED]
 
 
 def test_a_planner_with_nothing_left_exhausts_the_target_with_advice() -> None:
@@ -377,18 +378,18 @@ def test_a_near_miss_with_nothing_left_is_measured_once_more_before_giving_up() 
     run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
     # TTFT p90 0.52 s against 0.5 s: 4% over, within what one window's noise can do.
     near = window(BEFORE, ttft={50: 0.4, 90: 0.52, 95: 0.55, 99: 0.6})
-    run.step(facts(BEFORE, windows={"current": near}))
-    d = run.later(SETTLE + WINDOW).step(facts(BEFORE, windows={"current": near}))
+    run.step(facts(BEFORE, windows=Windows(current=near)))
+    d = run.later(SETTLE + WINDOW).step(facts(BEFORE, windows=Windows(current=near)))
     assert run.phase() is Phase.OBSERVING
     assert d.apply is None
     assert run.condition("Progressing")[:2] == ("False", "NearMiss")
     assert run.status.near_miss_at is not None
     # The next window must be a whole new one; still a near miss: now it gives up.
-    d = run.later(1).step(facts(BEFORE, windows={"current": near}))
+    d = run.later(1).step(facts(BEFORE, windows=Windows(current=near)))
     assert run.phase() is Phase.OBSERVING
-    d = run.later(WINDOW).step(facts(BEFORE, windows={"current": near}))
+    d = run.later(WINDOW).step(facts(BEFORE, windows=Windows(current=near)))
     assert run.phase() is Phase.EXHAUSTED
-    assert reasons(d) == ["Exhausted"]
+    assert reasons(d) == [Reason.EXHAUSTED]
     assert run.status.near_miss_at is None
 
 
@@ -463,7 +464,7 @@ def test_a_rollout_that_fails_is_failed_marked_incompatible_and_rolled_back(
     assert why in (trial.reason or "")
     assert [(i.knob, i.value) for i in run.status.incompatible] == [("maxNumSeqs", "32")]
     assert run.condition("Degraded")[:2] == ("True", "TrialFailed")
-    assert "TrialFailed" in reasons(d)
+    assert Reason.TRIAL_FAILED in reasons(d)
     assert d.again
     assert run.step(facts(AFTER, rollout=round_rollout)).apply == BEFORE
 
@@ -495,15 +496,17 @@ def test_a_trial_that_crashes_while_settling_is_rolled_back() -> None:
 def test_measuring_waits_for_a_whole_trial_window() -> None:
     run = Run()
     measuring(run)
-    assert "trial" not in windows_needed(run.spec, run.status, run.now + timedelta(seconds=59))
+    assert windows_needed(run.spec, run.status, run.now + timedelta(seconds=59)).trial is None
     wanted = windows_needed(run.spec, run.status, run.now + timedelta(seconds=60))
+    assert wanted.trial is not None
+    assert wanted.baseline is not None
     trial = run.status.current_trial
     assert trial is not None
     start = run.now.timestamp()
     began = datetime.fromisoformat(trial.started_at.replace("Z", "+00:00")).timestamp()
-    assert (wanted["trial"].end, wanted["trial"].seconds) == (start + WINDOW, WINDOW)
-    assert (wanted["baseline"].end, wanted["baseline"].seconds) == (began, WINDOW)
-    assert [wanted[f"baseline_{i}"].end for i in range(3)] == [began - 40, began - 20, began]
+    assert (wanted.trial.end, wanted.trial.seconds) == (start + WINDOW, WINDOW)
+    assert (wanted.baseline.end, wanted.baseline.seconds) == (began, WINDOW)
+    assert [w.end for w in wanted.baseline_parts] == [began - 40, began - 20, began]
     d = run.later(30).step(facts(AFTER))
     assert d.reason == "measuring the trial"
 
@@ -522,7 +525,7 @@ def test_a_trial_that_helps_is_kept() -> None:
     assert (kept.before.ttft_seconds, kept.after.ttft_seconds) == (2.0, 0.9)
     assert run.status.current_trial is None
     assert run.status.expected_container == AFTER.fingerprint()
-    assert "Kept" in reasons(d)
+    assert Reason.KEPT in reasons(d)
 
 
 def test_a_trial_that_hurts_is_reverted_and_rolled_back_to_where_it_came_from() -> None:
@@ -544,7 +547,7 @@ def test_a_trial_that_hurts_is_reverted_and_rolled_back_to_where_it_came_from() 
     assert run.status.current_trial is None
     assert [(t.to_value, t.verdict) for t in run.status.trials] == [("32", Verdict.REVERT)]
     assert run.status.expected_container == BEFORE.fingerprint()
-    assert "RolledBack" in reasons(d)
+    assert Reason.ROLLED_BACK in reasons(d)
     assert run.status.stable_since is not None  # the next window starts after the settle time
 
 
@@ -578,7 +581,7 @@ def test_an_inconclusive_trial_is_measured_once_more_then_rolled_back(
     assert trial.measurements == 1
     assert trial.measure_started_at is not None
     assert run.now == datetime.fromisoformat(trial.measure_started_at.replace("Z", "+00:00"))
-    assert "Inconclusive" in reasons(d)
+    assert Reason.INCONCLUSIVE in reasons(d)
     run.later(WINDOW).step(facts(AFTER, windows=judged(window(BEFORE), after)))
     assert run.phase() is Phase.ROLLING_BACK
     assert run.status.current_trial is not None
@@ -653,7 +656,7 @@ def test_a_paused_target_applies_nothing_and_resumes_its_trial_when_unpaused() -
     assert d.apply is None
     run.change_spec(paused=False)
     d = run.step(facts(AFTER))
-    assert "Resumed" in reasons(d)
+    assert Reason.RESUMED in reasons(d)
     assert d.apply is None  # the trial's container is already there
     assert run.phase() is Phase.SETTLING  # measured afresh after a pause
     assert (Phase.PAUSED, Phase.ROLLING_OUT) in d.transitions
@@ -681,7 +684,7 @@ def test_an_outside_change_mid_trial_pauses_tuning_and_is_never_fought() -> None
     assert d.apply is None
     assert run.condition("Degraded")[:2] == ("True", "Drift")
     assert run.condition("Progressing")[:2] == ("False", "Drift")
-    assert "Drift" in reasons(d)
+    assert Reason.DRIFT in reasons(d)
     assert run.status.current_trial is None
     assert run.status.trials[-1].verdict is Verdict.INCONCLUSIVE
     assert run.status.baseline is None
@@ -701,7 +704,7 @@ def test_an_outside_change_between_trials_is_adopted_as_the_new_starting_point()
     observed_long_enough(run, config(64))
     assert run.phase() is Phase.CONVERGED
     d = run.step(facts(THIRD))
-    assert "ConfigurationChanged" in reasons(d)
+    assert Reason.CONFIGURATION_CHANGED in reasons(d)
     assert run.phase() is Phase.OBSERVING
     assert run.status.expected_container == THIRD.fingerprint()
     assert run.status.stable_since is not None  # measured afresh: a new clean window
@@ -714,18 +717,18 @@ def test_an_outside_change_between_trials_is_adopted_as_the_new_starting_point()
 @pytest.mark.parametrize(
     ("case", "round_facts", "reason"),
     [
-        ("no Deployment", Facts(deployment=None), "DeploymentNotFound"),
+        ("no Deployment", Blocked(Blocker.DEPLOYMENT_NOT_FOUND), Reason.DEPLOYMENT_NOT_FOUND),
         (
             "no container",
-            Facts(deployment=deployment(BEFORE), container_problem="no container 'vllm'"),
+            Blocked(Blocker.CONTAINER_NOT_FOUND, "no container 'vllm'"),
             "ContainerNotFound",
         ),
         (
             "not vLLM",
-            facts(command_line=NotVllm("nginx is not a vLLM server"), current=None),
-            "NotVllm",
+            Blocked(Blocker.NOT_VLLM, "nginx is not a vLLM server", H100),
+            Reason.NOT_VLLM,
         ),
-        ("another LatencyTarget", facts(conflict_with="llama-older"), "Conflict"),
+        ("another LatencyTarget", Blocked(Blocker.CONFLICT, "llama-older"), Reason.CONFLICT),
     ],
 )
 def test_a_target_the_operator_cannot_work_on_fails_once_and_does_nothing(
@@ -747,7 +750,7 @@ def test_a_target_the_operator_cannot_work_on_fails_once_and_does_nothing(
 
 def test_a_not_vllm_container_still_gets_a_diagnosis() -> None:
     run = Run()
-    run.step(facts(command_line=NotVllm("nginx is not a vLLM server"), current=None))
+    run.step(Blocked(Blocker.NOT_VLLM, "nginx is not a vLLM server", H100))
     assert run.status.diagnosis is not None
     assert run.status.diagnosis.findings
 
@@ -755,7 +758,7 @@ def test_a_not_vllm_container_still_gets_a_diagnosis() -> None:
 def test_a_trial_interrupted_by_a_failed_round_is_taken_up_not_dropped() -> None:
     run = Run()
     measuring(run)
-    run.step(Facts(deployment=None))
+    run.step(Blocked(Blocker.DEPLOYMENT_NOT_FOUND))
     assert run.phase() is Phase.FAILED
     d = run.later(10).step(facts(AFTER))
     assert run.status.current_trial is not None
@@ -781,7 +784,7 @@ def test_recommend_mode_publishes_the_next_patch_and_applies_nothing() -> None:
     assert {"op": "add", "path": "/spec/template/spec/containers/0/args",
             "value": list(AFTER.args or ())} in ops  # fmt: skip
     assert run.condition("Progressing")[:2] == ("False", "ModeRecommend")
-    assert reasons(d) == ["Recommendation"]
+    assert reasons(d) == [Reason.RECOMMENDATION]
     d = run.later(60).step(facts())
     assert d.notes == ()  # the same recommendation is not announced twice
     assert d.apply is None
@@ -814,6 +817,15 @@ def test_a_deployment_another_controller_owns_gets_recommendations_only() -> Non
 
 
 # ---- the table itself --------------------------------------------------------------------------
+
+
+def test_every_phase_but_paused_and_failed_has_a_step_and_those_two_are_resumed_first() -> None:
+    assert set(PHASES) == set(Phase) - ALWAYS_ALLOWED
+    run = Run()
+    measuring(run)
+    run.step(Blocked(Blocker.DEPLOYMENT_NOT_FOUND))
+    d = run.later(10).step(facts(AFTER))
+    assert [b for _, b in d.transitions][:1] == [Phase.ROLLING_OUT]  # resumed, then stepped
 
 
 def test_every_phase_has_a_row_and_staying_put_is_always_allowed() -> None:

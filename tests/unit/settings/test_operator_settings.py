@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from latency_tuner.settings import OperatorSettings, SettingsError, parse_settings
+from latency_tuner.settings import OperatorSettings, SettingsError, parse_settings, parser
 
 URL = "http://prometheus.monitoring:9090"
 NEEDS_URL = {"LT_PROMETHEUS_URL": URL}  # prometheus mode (the default) needs a URL
@@ -155,3 +155,12 @@ def test_the_bearer_token_is_kept_out_of_the_settings_repr() -> None:
 def test_an_unknown_flag_stops_with_usage() -> None:
     with pytest.raises(SystemExit):
         parse_settings(["--prometheus-address", URL], NEEDS_URL)
+
+
+def test_run_help_shows_each_settings_default_and_its_variable() -> None:
+    text = " ".join(parser().format_help().split())
+    assert "[LT_INTERVAL] (default: 30s)" in text
+    assert "[LT_METRICS_PORT] (default: 8080)" in text
+    assert "[LT_STANDALONE] (default: true)" in text
+    assert "[LT_METRICS_SOURCE] (default: prometheus)" in text
+    assert "[LT_PROMETHEUS_URL] (default" not in text  # no default, none shown

@@ -8,8 +8,10 @@ from typing import Any
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
+from latency_tuner.controller.errors import ClusterError, StaleWrite
 
-class KubernetesError(Exception):
+
+class KubernetesError(ClusterError):
     """The API server refused or failed a request."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
@@ -21,7 +23,7 @@ class NotFound(KubernetesError):
     """The object does not exist (404)."""
 
 
-class Conflict(KubernetesError):
+class Conflict(KubernetesError, StaleWrite):
     """The object changed since it was read (409, or a failed JSON-patch test: 422)."""
 
 

@@ -8,110 +8,25 @@ overwriting their change.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
 
-from latency_tuner.adapters.kubernetes.client import KubernetesError, NotFound, raw
-from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts, container_patch
+from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.controller.deployment import (
+    DEFAULT_GPU_RESOURCE,
+    DeploymentView,
+    container_config,
+)
+from latency_tuner.controller.errors import ContainerNotFound
+from latency_tuner.core.cluster import ContainerConfig, PodFacts, container_patch
 
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 VLLM_PORT = 8000  # vLLM's default --port
 # Waiting reasons that mean a container will not start by itself.
 _STUCK = {
     "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError",
     "CreateContainerError", "InvalidImageName", "RunContainerError",
 }  # fmt: skip
-
-
-class ContainerNotFound(KubernetesError):
-    """The Deployment has no container of the given name."""
-
-
-@dataclass(frozen=True)
-class DeploymentView:
-    """A Deployment as read: raw object plus the facts we use."""
-
-    obj: dict[str, Any]
-
-    @property
-    def namespace(self) -> str:
-        return str(self.obj["metadata"]["namespace"])
-
-    @property
-    def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
-
-    @property
-    def resource_version(self) -> str:
-        return str(self.obj["metadata"].get("resourceVersion", ""))
-
-    @property
-    def annotations(self) -> dict[str, str]:
-        return dict(self.obj["metadata"].get("annotations") or {})
-
-    @property
-    def owner_references(self) -> list[dict[str, Any]]:
-        return list(self.obj["metadata"].get("ownerReferences") or [])
-
-    @property
-    def containers(self) -> list[dict[str, Any]]:
-        return list(self.obj["spec"]["template"]["spec"].get("containers") or [])
-
-    @property
-    def match_labels(self) -> dict[str, str]:
-        return dict((self.obj["spec"].get("selector") or {}).get("matchLabels") or {})
-
-    def container_index(self, name: str | None) -> int:
-        """The named container, or the only/first one when no name is given."""
-        containers = self.containers
-        if name is None:
-            if not containers:
-                raise ContainerNotFound(f"Deployment {self.name} has no containers")
-            return 0
-        for i, c in enumerate(containers):
-            if c.get("name") == name:
-                return i
-        names = ", ".join(str(c.get("name")) for c in containers)
-        raise ContainerNotFound(f"Deployment {self.name} has no container {name!r} (has: {names})")
-
-    def container_config(
-        self, name: str | None, gpu_resource: str = DEFAULT_GPU_RESOURCE
-    ) -> ContainerConfig:
-        return container_config(self.containers[self.container_index(name)], gpu_resource)
-
-    def rollout(self, pods: tuple[PodFacts, ...] = ()) -> RolloutFacts:
-        status = self.obj.get("status") or {}
-        conditions = status.get("conditions") or []
-        deadline = any(
-            c.get("type") == "Progressing" and c.get("reason") == "ProgressDeadlineExceeded"
-            for c in conditions
-        )
-        return RolloutFacts(
-            generation=int(self.obj["metadata"].get("generation", 0)),
-            observed_generation=int(status.get("observedGeneration", 0)),
-            replicas=int(self.obj["spec"].get("replicas", 1)),
-            updated_replicas=int(status.get("updatedReplicas", 0)),
-            ready_replicas=int(status.get("readyReplicas", 0)),
-            available_replicas=int(status.get("availableReplicas", 0)),
-            total_replicas=int(status.get("replicas", 0)),
-            progress_deadline_exceeded=deadline,
-            pods=pods,
-        )
-
-
-def container_config(container: dict[str, Any], gpu_resource: str) -> ContainerConfig:
-    limits = (container.get("resources") or {}).get("limits") or {}
-    gpu = limits.get(gpu_resource)
-    command = container.get("command")
-    args = container.get("args")
-    return ContainerConfig(
-        command=tuple(command) if command is not None else None,
-        args=tuple(args) if args is not None else None,
-        image=str(container.get("image", "")),
-        gpu_limit=int(gpu) if gpu is not None else None,
-    )
 
 
 class Deployments:
@@ -221,3 +136,13 @@ def pod_facts(pod: dict[str, Any], container: str | None, gpu_resource: str) -> 
         problem=problem,
         config_fingerprint=container_config(spec, gpu_resource).fingerprint() if spec else None,
     )
+
+
+__all__ = [
+    "DEFAULT_GPU_RESOURCE",
+    "ContainerNotFound",
+    "DeploymentView",
+    "Deployments",
+    "container_config",
+    "pod_facts",
+]

@@ -4,25 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
 
 from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.controller.ports import NodeGpu
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 # No standard label tells NVLink from PCIe; admins (or the sandbox) can say so with this one.
 INTERCONNECT_LABEL = "latencytuner.io/gpu-interconnect"
-
-
-@dataclass(frozen=True)
-class NodeGpu:
-    node: str
-    product: str | None
-    count: int | None
-    interconnect: str | None
 
 
 class Nodes:
@@ -48,3 +40,6 @@ class Nodes:
                 )
             )
         return out
+
+
+__all__ = ["NodeGpu", "Nodes"]

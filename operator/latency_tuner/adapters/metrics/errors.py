@@ -1,7 +1,9 @@
 """Why a metrics source could not answer (see the tree in the package docstring)."""
 
+from latency_tuner.controller.errors import MetricsUnavailable
 
-class MetricsError(Exception):
+
+class MetricsError(MetricsUnavailable):
     """The source could not answer; the observation is unknown, not empty."""
 
 

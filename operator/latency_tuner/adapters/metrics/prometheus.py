@@ -7,7 +7,7 @@ names the selected series carry (current or pre-0.11 names), then evaluates ever
 
 A Prometheus may be slow, down or hostile (a tenant may name its own), and must never delay
 another target: each source has its own small thread pool (never asyncio's shared default),
-at most ``concurrency`` observations in flight (more fail at once as busy instead of queueing),
+at most ``concurrency`` observations in flight (more wait, each up to its own deadline),
 one total deadline per observation that every query's timeout is cut to, no retries (the next
 reconcile is the retry), and a cap on the bytes of any answer.
 """
@@ -44,7 +44,7 @@ class PrometheusSettings:
     insecure_skip_verify: bool = False
     timeout_seconds: float = 10.0  # one query
     deadline_seconds: float = 30.0  # one whole observation (every query of it)
-    concurrency: int = 2  # observations in flight at once; more fail as busy
+    concurrency: int = 4  # observations in flight at once; more wait for a slot
     max_response_bytes: int = 4 * 1024 * 1024  # our aggregates answer in a few hundred bytes
 
 
@@ -116,27 +116,33 @@ class PrometheusSource:
         # a server that holds threads makes further observations fail at once, not pile up.
         self._in_flight = 0
         self._lock = threading.Lock()
+        self._slots = asyncio.Semaphore(settings.concurrency)
 
     def close(self) -> None:
         """Stop the worker threads (a query in progress finishes at its own timeout)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _run(self, job: Callable[..., Any], *args: Any) -> Any:
-        """Run a blocking job on this source's own pool, within the observation deadline."""
-        with self._lock:
-            if self._in_flight >= self.settings.concurrency:
-                raise SourceUnreachable(
-                    f"Prometheus at {self.settings.url} is still answering earlier queries "
-                    f"({self._in_flight} in flight): skipped"
-                )
-            self._in_flight += 1
+        """Run a blocking job on this source's own pool, within the observation deadline.
+
+        Observations queue for one of ``concurrency`` slots, each waiting at most until its own
+        deadline. A slot is freed when its caller gives up, but the thread it started is counted
+        until it really ends: when every thread is still held by a server that stopped
+        answering, a new observation fails at once instead of queueing behind them.
+        """
         deadline = time.monotonic() + self.settings.deadline_seconds
-        future = self._pool.submit(job, *args, deadline)
-        future.add_done_callback(self._finished)
         try:
-            return await asyncio.wait_for(
-                asyncio.wrap_future(future), timeout=self.settings.deadline_seconds + 1
-            )
+            async with asyncio.timeout(self.settings.deadline_seconds + 1), self._slots:
+                with self._lock:
+                    if self._in_flight >= self.settings.concurrency:
+                        raise SourceUnreachable(
+                            f"Prometheus at {self.settings.url} still holds "
+                            f"{self._in_flight} earlier queries: skipped"
+                        )
+                    self._in_flight += 1
+                future = self._pool.submit(job, *args, deadline)
+                future.add_done_callback(self._finished)
+                return await asyncio.wrap_future(future)
         except TimeoutError as exc:
             raise SourceUnreachable(
                 f"Prometheus at {self.settings.url} did not answer within "

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from latency_tuner.core.hardware import BandwidthClass, HardwareInfo, normalize_gpu_product
+from latency_tuner.core.hardware import (
+    KNOWN_GPUS,
+    BandwidthClass,
+    HardwareInfo,
+    normalize_gpu_product,
+)
+from latency_tuner.hardware import GPUS
+from latency_tuner.simulator.hardware import get_gpu
 
 
 @pytest.mark.parametrize(
@@ -23,6 +30,7 @@ from latency_tuner.core.hardware import BandwidthClass, HardwareInfo, normalize_
         ("NVIDIA-A100-SXM4-40GB", "A100-40G"),
         ("NVIDIA-A100-PCIE-40GB", "A100-40G-PCIe"),
         ("A100-80G", "A100-80G"),
+        ("A100", "A100-40G"),  # memory not stated: the smaller card, never the optimistic one
         ("A100-80G-PCIe", "A100-80G-PCIe"),
         ("NVIDIA-A100-PCIE-80GB", "A100-80G-PCIe"),
         ("NVIDIA-L40S", "L40S"),
@@ -104,3 +112,12 @@ def test_the_spec_override_wins_over_node_labels() -> None:
 
 def test_no_label_at_all_is_unknown_hardware() -> None:
     assert HardwareInfo.from_labels(None) == HardwareInfo()
+
+
+def test_the_planner_reads_the_one_gpu_table_the_simulator_reads() -> None:
+    assert set(KNOWN_GPUS) == set(GPUS)
+    for name, facts in KNOWN_GPUS.items():
+        spec = get_gpu(name)
+        assert spec is GPUS[name]
+        assert (facts.bandwidth_tbs, facts.interconnect) == (spec.hbm_tb_s, spec.link)
+        assert facts.supports_fp8 is spec.supports_fp8, name

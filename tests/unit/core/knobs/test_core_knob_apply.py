@@ -116,8 +116,9 @@ def test_a_quantization_variant_swaps_model_and_image_and_adds_its_args() -> Non
             "--quantization",
             "awq_marlin",
             "--max-model-len=8192",
-            "--enforce-eager",
-            "--no-enable-prefix-caching",
+            "--dtype",
+            "float16",
+            "--revision=main",
         ],
     )
     applied = apply(change(KnobName.QUANTIZATION, "awq", variant), command_line())
@@ -129,8 +130,10 @@ def test_a_quantization_variant_swaps_model_and_image_and_adds_its_args() -> Non
         "awq_marlin",
         "--max-model-len",
         "8192",
-        "--enforce-eager",
-        "--no-enable-prefix-caching",
+        "--dtype",
+        "float16",
+        "--revision",
+        "main",
     ]
     assert applied.image == "vllm/vllm-openai:v0.11"
 

@@ -159,9 +159,9 @@ def test_a_variant_already_served_is_not_proposed_again() -> None:
     listed, _, _ = candidates_for(slow_decode(), H100, cl, quantization=AWQ)
     assert KnobName.QUANTIZATION not in listed
     args_variant = {
-        "variants": [{"name": "online", "args": ["--quantization", "fp8", "--enforce-eager"]}]
+        "variants": [{"name": "online", "args": ["--quantization", "fp8", "--dtype", "half"]}]
     }
-    cl = command_line("--quantization", "fp8", "--enforce-eager")
+    cl = command_line("--quantization", "fp8", "--dtype", "half")
     listed, _, _ = candidates_for(slow_decode(), H100, cl, quantization=args_variant)
     assert KnobName.QUANTIZATION not in listed
 

@@ -15,7 +15,10 @@ from latency_tuner.simulator.models import UnknownModelError, resolve_model
         ("h100_sxm", "H100-SXM"),
         ("NVIDIA-H100-80GB-HBM3", "H100-SXM"),
         ("NVIDIA-H100-PCIe", "H100-PCIe"),
-        ("a100_sxm", "A100-80G"),
+        ("a100_sxm", "A100-40G"),  # memory not stated: the smaller card, conservatively
+        ("A100", "A100-40G"),
+        ("NVIDIA-A100-SXM4-40GB", "A100-40G"),
+        ("NVIDIA-H100-NVL", "H100-NVL"),
         ("NVIDIA-A100-SXM4-80GB", "A100-80G"),
         ("NVIDIA-A100-80GB-PCIe", "A100-80G-PCIe"),
         ("nvidia-h200", "H200"),
@@ -30,20 +33,22 @@ def test_gpu_names_and_node_labels_resolve(name: str, canonical: str) -> None:
 
 def test_every_listed_gpu_is_found_by_its_own_name() -> None:
     assert set(GPUS) == {
-        "H200", "H100-SXM", "H100-PCIe", "A100-80G", "A100-80G-PCIe", "L40S", "L4", "A10G",
+        "B200", "H200", "H200-NVL", "H100-SXM", "H100-NVL", "H100-PCIe", "A100-80G", "A100-40G",
+        "A100-80G-PCIe", "A100-40G-PCIe", "L40S", "L40", "L4", "A10G", "A10", "T4", "V100-SXM",
+        "V100-PCIe",
     }  # fmt: skip
     for name, spec in GPUS.items():
         assert get_gpu(name.lower()) is spec
 
 
 def test_an_unknown_gpu_names_the_known_ones() -> None:
-    with pytest.raises(UnknownGpuError, match="known GPUs: H200, H100-SXM, H100-PCIe"):
-        get_gpu("V100")
+    with pytest.raises(UnknownGpuError, match="known GPUs: B200, H200, H200-NVL, H100-SXM"):
+        get_gpu("MI300X")
 
 
-def test_only_hopper_and_ada_have_fp8() -> None:
+def test_only_blackwell_hopper_and_ada_have_fp8() -> None:
     assert {n for n, g in GPUS.items() if g.supports_fp8} == {
-        "H200", "H100-SXM", "H100-PCIe", "L40S", "L4",
+        "B200", "H200", "H200-NVL", "H100-SXM", "H100-NVL", "H100-PCIe", "L40S", "L40", "L4",
     }  # fmt: skip
 
 

@@ -153,7 +153,9 @@ def test_an_unknown_model_is_refused_listing_the_known_families() -> None:
 
 
 def test_an_unknown_gpu_is_refused_listing_the_known_ones() -> None:
-    with pytest.raises(UnknownGpuError, match=r"unknown GPU 'TPU-v5'; known GPUs: H200, H100-SXM"):
+    with pytest.raises(
+        UnknownGpuError, match=r"unknown GPU 'TPU-v5'; known GPUs: B200, H200, H200-NVL"
+    ):
         start(LLAMA_8B, gpu="TPU-v5")
 
 

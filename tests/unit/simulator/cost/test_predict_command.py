@@ -17,7 +17,7 @@ def test_predict_prints_ttft_and_itl_as_json(capsys: pytest.CaptureFixture[str])
     assert main_predict(argv) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result) == {"ttft_ms", "itl_ms"}
-    assert 35 < result["ttft_ms"] < 55
+    assert 45 < result["ttft_ms"] < 65  # ~42 ms of kernels + host and server time
     assert 5 < result["itl_ms"] < 8
 
 

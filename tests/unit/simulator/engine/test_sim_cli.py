@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_tuner.simulator.cli import UsageError, main, parse_command_line, split_sim_options
+from latency_tuner.cli.sim import UsageError, main, parse_command_line, split_sim_options
 from latency_tuner.vllm.metrics import MetricsVersion
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -15,8 +15,9 @@ def test_a_lone_request_gets_the_cost_models_prefill_and_decode_times() -> None:
     cost = CostModel(config)
     prompt = encode(words(1000))
     (record,) = VirtualEngine(config).run_requests([SimRequest(prompt, 5)])
+    # The server's per-request work, then one prefill step.
     assert record.ttft == pytest.approx(
-        cost.step_time(decode_contexts=[], prefill_chunks=[(1000, 0)])
+        cost.request_overhead(1000) + cost.step_time(decode_contexts=[], prefill_chunks=[(1000, 0)])
     )
     expected = [cost.step_time(decode_contexts=[1001 + i], prefill_chunks=[]) for i in range(4)]
     assert record.itls == pytest.approx(expected)
@@ -27,12 +28,15 @@ def test_a_lone_request_gets_the_cost_models_prefill_and_decode_times() -> None:
 
 def test_requests_queue_behind_max_num_seqs_and_the_queue_time_is_recorded() -> None:
     config = engine_config("--max-num-seqs", "1", "--max-num-batched-tokens", "2048")
-    first, second = VirtualEngine(config).run_requests(
+    engine = VirtualEngine(config)
+    first, second = engine.run_requests(
         [SimRequest(encode(words(10)), 20), SimRequest(encode(words(10, 50)), 20)]
     )
+    # Both reach the engine core after the server's work; the queue time starts there.
+    server = engine.core.cost.request_overhead(10)
     assert first.queue_time == 0.0
-    assert second.queue_time == pytest.approx(first.e2e)
-    assert second.ttft == pytest.approx(second.queue_time + second.prefill_time)
+    assert second.queue_time == pytest.approx(first.e2e - server)
+    assert second.ttft == pytest.approx(server + second.queue_time + second.prefill_time)
 
 
 def test_without_chunked_prefill_a_long_prompt_stalls_running_decodes() -> None:

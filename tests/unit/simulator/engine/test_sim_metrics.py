@@ -117,3 +117,46 @@ def test_gauges_follow_the_engine_state() -> None:
     assert families["vllm:num_requests_running"].samples[0].value == 2
     assert families["vllm:num_requests_waiting"].samples[0].value == 0
     assert 0 < families["vllm:kv_cache_usage_perc"].samples[0].value < 0.01
+
+
+def test_per_request_tpot_and_prefill_kv_computed_tokens_are_recorded_once_per_request() -> None:
+    families = scrape(MetricsVersion.CURRENT)
+
+    def samples(name: str, suffix: str) -> float:
+        fam = families[name]
+        return sum(s.value for s in fam.samples if s.name == name + suffix)  # type: ignore[attr-defined]
+
+    assert samples("vllm:request_time_per_output_token_seconds", "_count") == 4
+    assert samples("vllm:request_prefill_kv_computed_tokens", "_count") == 4
+    # 4 prompts of 94 tokens; the shared 64-token prefix was cached for the last three.
+    assert samples("vllm:request_prefill_kv_computed_tokens", "_sum") == 4 * 94 - 3 * 64
+    assert samples("vllm:num_preemptions", "_total") == 0
+
+
+def test_per_request_tpot_counts_each_token_under_speculative_decoding() -> None:
+    families = scrape(MetricsVersion.CURRENT, "--speculative-config", SPEC)
+
+    def total(name: str, suffix: str) -> float:
+        fam = families[name]
+        return sum(s.value for s in fam.samples if s.name == name + suffix)  # type: ignore[attr-defined]
+
+    # Per request: the mean gap per output token; ITL: one sample per step that emitted tokens.
+    tpot = total("vllm:request_time_per_output_token_seconds", "_sum") / 4
+    itl = total("vllm:inter_token_latency_seconds", "_sum") / total(
+        "vllm:inter_token_latency_seconds", "_count"
+    )
+    assert tpot < itl
+
+
+def test_current_cache_config_info_carries_the_kv_capacity_and_legacy_does_not() -> None:
+    (current,) = scrape(MetricsVersion.CURRENT)["vllm:cache_config_info"].samples  # type: ignore[attr-defined]
+    config = engine_config()
+    tokens = config.num_gpu_blocks * config.block_size
+    assert int(current.labels["kv_cache_size_tokens"]) == tokens
+    assert float(current.labels["kv_cache_max_concurrency"]) == pytest.approx(
+        tokens / config.max_model_len
+    )
+    assert "swap_space" not in current.labels
+    (legacy,) = scrape(MetricsVersion.LEGACY)["vllm:cache_config_info"].samples  # type: ignore[attr-defined]
+    assert "kv_cache_size_tokens" not in legacy.labels
+    assert legacy.labels["num_gpu_blocks"] == current.labels["num_gpu_blocks"]

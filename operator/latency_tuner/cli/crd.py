@@ -2,7 +2,7 @@
 
 The output is deterministic, and crds/latencytarget.yaml is exactly this output (a test keeps
 them equal): regenerate it with ``latency-tuner crd > crds/latencytarget.yaml``. Writes only to
-stdout; the one place in ``api`` that imports YAML (PyYAML), because it prints.
+stdout.
 """
 
 from __future__ import annotations

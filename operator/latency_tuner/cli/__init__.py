@@ -1,8 +1,11 @@
-"""The `latency-tuner` command: a thin dispatcher to each subcommand's own module.
+"""The `latency-tuner` command: every subcommand's entry point, and the dispatcher to them.
 
-Each subcommand lives beside the code it drives and exposes ``main(argv: list[str]) -> int``;
-this module only routes, so that ``latency-tuner sim`` never imports kopf and ``latency-tuner
-crd`` never imports the simulator. It must never hold logic of its own.
+Each subcommand is a module here (``crd``, ``sim``, ``bench``, ``demo``, ``benchmark``) or, for
+``diagnose`` and ``run``, a module beside the operator code it drives; each exposes
+``main(argv: list[str]) -> int`` and does only argument parsing and printing around a library
+call. This package may import anything of ours; nothing else imports it. The dispatcher only
+routes and imports a subcommand's module when it runs, so that ``latency-tuner sim`` never
+imports kopf and ``latency-tuner crd`` never imports the simulator.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ from latency_tuner import __version__
 
 # name -> (module exposing main(argv) -> int, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "crd": ("latency_tuner.api.crd_cli", "print the LatencyTarget CRD generated from the models"),
-    "sim": ("latency_tuner.simulator.cli", "run a vLLM stand-in (no GPU); `sim predict` estimates"),
-    "bench": ("latency_tuner.bench.cli", "measure TTFT/ITL of an OpenAI-compatible endpoint"),
+    "crd": ("latency_tuner.cli.crd", "print the LatencyTarget CRD generated from the models"),
+    "sim": ("latency_tuner.cli.sim", "run a vLLM stand-in (no GPU); `sim predict` estimates"),
+    "bench": ("latency_tuner.cli.bench", "measure TTFT/ITL of an OpenAI-compatible endpoint"),
     "diagnose": ("latency_tuner.diagnose_cli", "diagnose a vLLM Deployment from its metrics"),
     "run": ("latency_tuner.handlers.cli", "run the operator"),
-    "demo": ("latency_tuner.sandbox.demo", "run the whole loop locally: no cluster, no GPU"),
-    "benchmark": ("latency_tuner.benchmarks_cli", "convergence and scale benchmarks"),
+    "demo": ("latency_tuner.cli.demo", "run the whole loop locally: no cluster, no GPU"),
+    "benchmark": ("latency_tuner.cli.benchmark", "convergence and scale benchmarks"),
     "realengine": ("latency_tuner.realengine.cli", "real vLLM on CPU: venv, tiny model, serve"),
 }
 
@@ -56,7 +59,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     entry: Callable[[list[str]], int] = module.main
     return entry(rest)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

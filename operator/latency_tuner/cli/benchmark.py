@@ -22,7 +22,7 @@ from latency_tuner.benchmarks.scenario import ScenarioError, load_suite
 from latency_tuner.benchmarks.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
 from latency_tuner.benchmarks.world import WorldKind
 
-_REPO_SUITE = Path(__file__).resolve().parents[2] / "benchmarks" / "scenarios"
+_REPO_SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@
     latency-tuner sim [vllm serve] MODEL [--vllm-flags ...] [--sim-gpu GPU] [--sim-gpus N]
                       [--sim-seed S] [--sim-metrics-version current|legacy]
                       [--sim-spec-acceptance A] [--sim-startup-delay SECONDS]
-    latency-tuner sim predict ...        (model estimates, see ``predict.py``)
+    latency-tuner sim predict --help     (TTFT/ITL the model expects, without serving)
 
 The vLLM part may be written ``serve MODEL ...``, ``vllm serve MODEL ...``, ``python -m
 vllm.entrypoints.openai.api_server --model MODEL ...`` or just ``MODEL ...`` (the image's
@@ -21,11 +21,13 @@ import logging
 import os
 import signal
 import sys
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from latency_tuner.hardware import GPUS
 from latency_tuner.simulator.config import StartupError, build_engine_config
 from latency_tuner.simulator.server import SimServer, UvicornAccessLogger, vllm_version
 from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
@@ -33,7 +35,39 @@ from latency_tuner.vllm.metrics import MetricsVersion
 
 __all__ = ["SimOptions", "main", "parse_command_line", "split_sim_options"]
 
-_USAGE = __doc__.split("\n\n")[1] if __doc__ else ""
+
+def _help() -> str:
+    defaults = SimOptions()
+    return "\n".join(
+        [
+            "usage:",
+            __doc__.split("\n\n")[1] if __doc__ else "",
+            "",
+            "A vLLM stand-in (no GPU): vLLM's OpenAI API, /metrics and start-up failures, with",
+            "GPU timing from a first-principles cost model.",
+            "",
+            "options (every other flag is vLLM's, read as vLLM reads it):",
+            f"  --sim-gpu GPU             GPU to simulate (default {defaults.gpu}); one of:",
+            *textwrap.wrap(
+                ", ".join(GPUS), 72, initial_indent=" " * 28, subsequent_indent=" " * 28
+            ),
+            f"  --sim-gpus N              GPUs in the pod (default {defaults.gpus})",
+            f"  --sim-seed S              random seed of the workload noise (default "
+            f"{defaults.seed})",
+            "  --sim-metrics-version V   current or legacy (pre-0.11) metric names "
+            f"(default {defaults.metrics_version.value})",
+            "  --sim-spec-acceptance A   speculative-decoding acceptance rate (default: from "
+            "the method and the prompts)",
+            f"  --sim-startup-delay S     seconds before the server answers (default "
+            f"{defaults.startup_delay:g})",
+            "",
+            "example:",
+            "  latency-tuner sim vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64 \\",
+            "      --port 8000 --sim-gpu H100-SXM",
+        ]
+    )
+
+
 _LAUNCHERS = {"vllm", "python", "python3"}
 
 
@@ -150,9 +184,10 @@ def main(argv: list[str]) -> int:
 
         return main_predict(argv[1:])
     if not argv or argv[0] in {"-h", "--help", "help"}:
-        print(_USAGE)
+        print(_help())
         return 0
     _setup_logging()
+    # Under the simulator's logger, so that its vLLM-style log format applies.
     log = logging.getLogger("latency_tuner.simulator.cli")
     uvicorn = logging.getLogger("uvicorn")
     try:

@@ -1,0 +1,182 @@
+"""The facts of one round: the Deployment, its container and rollout, the GPUs, the metrics
+windows ``core.rollout.windows_needed`` asks for. Read through the ports; decides nothing."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from datetime import datetime
+
+from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.status import LatencyTargetStatus
+from latency_tuner.controller.errors import ClusterError, ContainerNotFound, MetricsUnavailable
+from latency_tuner.controller.ports import LatencyTargets, Ports
+from latency_tuner.core.cluster import PodFacts
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.promql import LabelMatcher, default_matchers
+from latency_tuner.core.rollout import (
+    Blocked,
+    Blocker,
+    Facts,
+    MetricsFailure,
+    Ready,
+    Window,
+    WindowResult,
+    Windows,
+    windows_needed,
+)
+from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
+
+# The LatencyTargets naming one Deployment: (creationTimestamp, name), oldest first wins.
+Claims = Sequence[tuple[str, str]]
+
+
+def gpu_resource(ports: Ports, spec: LatencyTargetSpec) -> str:
+    """The GPU's extended resource name: the spec's (``knobs.tensorParallel.gpuResource``)
+    when it allows tensor parallelism, else the operator's."""
+    tp = spec.knobs.tensor_parallel
+    return tp.gpu_resource if tp is not None else ports.gpu_resource
+
+
+async def gather(
+    ports: Ports,
+    spec: LatencyTargetSpec,
+    status: LatencyTargetStatus,
+    namespace: str,
+    name: str,
+    now: datetime,
+    *,
+    claims: Claims | None = None,
+) -> Facts:
+    """What ``decide`` needs this round. ``claims``: see ``owner_conflict``."""
+    view = await ports.deployments.get(namespace=namespace, name=spec.target_ref.name)
+    if view is None:
+        return Blocked(Blocker.DEPLOYMENT_NOT_FOUND)
+    try:
+        index = view.container_index(spec.target_ref.container)
+    except ContainerNotFound as exc:
+        return Blocked(Blocker.CONTAINER_NOT_FOUND, str(exc))
+    resource = gpu_resource(ports, spec)
+    container = view.container_config(spec.target_ref.container, resource)
+    pods = await ports.deployments.pods(
+        view, container=spec.target_ref.container, gpu_resource=resource
+    )
+    conflict = await owner_conflict(ports.latencytargets, spec, namespace, name, claims)
+    if conflict is not None:
+        return Blocked(Blocker.CONFLICT, conflict)
+    try:
+        command_line = VllmCommandLine.of_container(
+            list(container.command) if container.command is not None else None,
+            list(container.args) if container.args is not None else None,
+            image=container.image,
+        )
+    except NotVllmError as exc:
+        return Blocked(Blocker.NOT_VLLM, str(exc), await hardware(ports, spec, pods))
+    if ports.pods_seen is not None:
+        ports.pods_seen(namespace, name, pods)
+    return Ready(
+        deployment=view.obj,
+        container_index=index,
+        container=container,
+        command_line=command_line,
+        rollout=view.rollout(pods),
+        hardware=await hardware(ports, spec, pods),
+        controller_owner=view.controller,
+        gpu_resource=resource,
+        windows=await windows(ports, spec, status, namespace, name, now),
+    )
+
+
+async def owner_conflict(
+    latencytargets: LatencyTargets,
+    spec: LatencyTargetSpec,
+    namespace: str,
+    name: str,
+    claims: Claims | None,
+) -> str | None:
+    """The older LatencyTarget that owns the Deployment, or None when this one does.
+    ``claims``: the targets naming the Deployment as (creationTimestamp, name) pairs from the
+    handlers' index; None lists the namespace's targets instead (tools, tests)."""
+    if claims is None:
+        try:
+            items = await latencytargets.list(namespace=namespace)
+        except ClusterError:
+            return None
+        claims = [
+            (str(i["metadata"].get("creationTimestamp", "")), str(i["metadata"]["name"]))
+            for i in items
+            if ((i.get("spec") or {}).get("targetRef") or {}).get("name") == spec.target_ref.name
+            and not i["metadata"].get("deletionTimestamp")
+        ]
+    if not claims:
+        return None
+    owner = min(claims)[1]
+    return None if owner == name else owner
+
+
+async def hardware(ports: Ports, spec: LatencyTargetSpec, pods: Sequence[PodFacts]) -> HardwareInfo:
+    """The GPUs of the pods' node: its labels, under the spec's ``hardware`` overrides. The
+    node is read even when the spec names product and interconnect: only it knows the count."""
+    override = spec.hardware
+    product = interconnect = None
+    count = None
+    if ports.nodes is not None:
+        with contextlib.suppress(ClusterError):
+            for node in await ports.nodes.gpus(p.node for p in pods if p.node):
+                if node.product:
+                    product, count = node.product, node.count
+                    if node.interconnect in ("NVLink", "PCIe"):
+                        interconnect = node.interconnect
+                    break
+    return HardwareInfo.from_labels(
+        product,
+        interconnect=interconnect,  # type: ignore[arg-type]
+        gpus_per_node=count,
+        override_product=override.gpu_product if override else None,
+        override_interconnect=override.interconnect if override else None,
+    )
+
+
+def percentiles(spec: LatencyTargetSpec) -> list[int]:
+    """The percentiles the objectives name."""
+    objectives = (spec.objectives.ttft, spec.objectives.itl, spec.objectives.e2e)
+    return [int(o.percentile) for o in objectives if o is not None]
+
+
+def selector(spec: LatencyTargetSpec, namespace: str) -> list[LabelMatcher]:
+    """The label matchers of the Deployment's series: the spec's, else the default ones."""
+    if spec.metrics.matchers:
+        return [LabelMatcher(m.label, m.op, m.value) for m in spec.metrics.matchers]
+    return list(default_matchers(namespace, spec.target_ref.name))
+
+
+async def windows(
+    ports: Ports,
+    spec: LatencyTargetSpec,
+    status: LatencyTargetStatus,
+    namespace: str,
+    name: str,
+    now: datetime,
+) -> Windows[WindowResult]:
+    """Every window ``windows_needed`` names, observed in turn."""
+    try:
+        source = await ports.metrics_for(spec, namespace, name)
+    except MetricsUnavailable as exc:
+        return Windows(current=MetricsFailure(str(exc)))
+    matchers = selector(spec, namespace)
+    wanted = windows_needed(spec, status, now)
+
+    async def one(window: Window) -> WindowResult:
+        try:
+            return await source.observe(
+                matchers=matchers,
+                window_seconds=window.seconds,
+                percentiles=percentiles(spec),
+                end=window.end,
+            )
+        except MetricsUnavailable as exc:
+            return MetricsFailure(str(exc))
+
+    # One after the other: a source may bound the observations it answers at once (the
+    # Prometheus source fails the ones over its cap as busy), and judging a trial needs all six.
+    return wanted.fill([await one(w) for w in wanted.all()])

@@ -1,0 +1,134 @@
+"""One reconcile of one LatencyTarget: gather (ports) -> decide (core) -> act (ports).
+
+``Reconciler.run`` reads the LatencyTarget fresh, gathers the facts ``core.rollout.decide``
+needs, writes the status it returns (one status write per step), applies the container change
+it asks for (guarded: a Deployment changed since it was read is read again, never overwritten),
+and repeats at once while the decision says so, at most ``MAX_STEPS`` times (a trial is
+recorded before it is applied). It returns what it did; the caller posts the events. No decision
+is taken here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from latency_tuner.api.conditions import ConditionType, set_condition
+from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
+from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.controller.deployment import DeploymentView
+from latency_tuner.controller.errors import StaleWrite
+from latency_tuner.controller.gather import Claims, gather, gpu_resource
+from latency_tuner.controller.ports import Ports
+from latency_tuner.core.rollout import Decision, Facts, Note, Ready, Reason, decide
+
+log = logging.getLogger("latency_tuner.controller")
+
+MAX_STEPS = 6  # decisions chained in one reconcile (intent, patch, ...); the rest waits
+
+
+@dataclass
+class Outcome:
+    """What a reconcile did, for the caller (events) and the operator's own metrics."""
+
+    notes: list[Note] = field(default_factory=list)
+    status: LatencyTargetStatus | None = None
+    initial: LatencyTargetStatus | None = None  # the status as read when the reconcile began
+    patched: int = 0
+    reasons: list[str] = field(default_factory=list)  # each step's decision, for logs and tests
+
+
+class Reconciler:
+    """The loop around ``decide``; the ports it uses are given, never global."""
+
+    def __init__(self, ports: Ports) -> None:
+        self.ports = ports
+
+    async def run(self, body: Mapping[str, Any], *, claims: Claims | None = None) -> Outcome:
+        """One reconcile of the LatencyTarget ``body`` names. ``claims``: the LatencyTargets
+        naming the same Deployment, as (creationTimestamp, name) pairs from the handlers'
+        index; None lists them instead."""
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        # The body a handler was given may predate the status our previous reconcile wrote
+        # (a change handler queued behind the lock, a watch event not yet arrived): deciding
+        # on that stale status could start a second trial or mistake our own patch for an
+        # outside change. The status is our memory, so read it fresh.
+        fresh = await self.ports.latencytargets.get(namespace=namespace, name=name)
+        if fresh is None:
+            return Outcome()
+        meta = fresh.get("metadata") or {}
+        generation = int(meta.get("generation") or 1)
+        status = LatencyTargetStatus.model_validate(fresh.get("status") or {})
+        outcome = Outcome(status=status, initial=status)
+        try:
+            target = LatencyTarget.from_manifest(fresh)
+        except InvalidLatencyTarget as exc:
+            await self._invalid_spec(namespace, name, generation, status, exc, outcome)
+            return outcome
+        spec = target.spec
+        for _ in range(MAX_STEPS):
+            now = self.ports.clock()
+            facts = await gather(self.ports, spec, status, namespace, name, now, claims=claims)
+            decision = decide(spec, generation, status, facts, now)
+            outcome.reasons.append(decision.reason)
+            if decision.status != status:
+                await self.ports.latencytargets.write_status(
+                    namespace=namespace, name=name, status=decision.status
+                )
+            outcome.notes.extend(decision.notes)
+            outcome.status = status = decision.status
+            if decision.apply is not None and not await self._apply(decision, spec, facts, outcome):
+                break
+            if not decision.again:
+                break
+        return outcome
+
+    async def _invalid_spec(
+        self,
+        namespace: str,
+        name: str,
+        generation: int,
+        status: LatencyTargetStatus,
+        exc: InvalidLatencyTarget,
+        outcome: Outcome,
+    ) -> None:
+        message = "; ".join(exc.problems)
+        now = self.ports.clock()
+        conditions = set_condition(
+            status.conditions, ConditionType.READY, False, "InvalidSpec", message, now, generation
+        )
+        new = status.model_copy(
+            update={
+                "conditions": conditions,
+                "phase": Phase.FAILED,
+                "observed_generation": generation,
+            }
+        )
+        if new != status:
+            await self.ports.latencytargets.write_status(namespace=namespace, name=name, status=new)
+            outcome.notes.append(Reason.INVALID_SPEC.note(message))
+        outcome.status = new
+
+    async def _apply(
+        self, decision: Decision, spec: LatencyTargetSpec, facts: Facts, outcome: Outcome
+    ) -> bool:
+        # Only a round that saw the Deployment (Ready) can ask for a change.
+        assert decision.apply is not None and isinstance(facts, Ready)
+        view = DeploymentView(dict(facts.deployment))
+        try:
+            await self.ports.deployments.patch_container(
+                view,
+                container=spec.target_ref.container,
+                config=decision.apply,
+                gpu_resource=gpu_resource(self.ports, spec),
+            )
+        except StaleWrite:
+            # The Deployment changed since we read it: read again next step, never overwrite.
+            log.info("Deployment %s changed while patching; retrying", view.name)
+            return False
+        outcome.patched += 1
+        return True

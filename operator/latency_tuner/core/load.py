@@ -1,0 +1,59 @@
+"""The load a window saw, per pod: the signals the knobs' expected gains depend on.
+
+``Load.of(observation)`` divides the pod-summed running and waiting counts by the number of
+pods; request shape (prompt and output tokens) and KV usage are already per request or per
+pod. Read by the diagnosis (is the slot limit or the KV cache binding?), the advice and each
+knob's options (speculative decoding only at low concurrency, FP8 KV only with long contexts).
+Values only, no decisions. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from latency_tuner.core.observation import Observation
+
+AT_MAX_SEQS = 0.9  # running (per pod, at peak) within 10% of max-num-seqs: the slot limit binds
+KV_FULL = 0.9  # KV-cache usage at peak: admission is limited by free blocks
+
+
+@dataclass(frozen=True)
+class Load:
+    """The load signals the gains depend on, per pod (the metrics are summed over pods)."""
+
+    running: float | None = None
+    running_peak: float | None = None
+    waiting: float | None = None
+    kv_usage_peak: float | None = None
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+
+    @classmethod
+    def of(cls, observation: Observation) -> Load:
+        pods = max(observation.pods, 1)
+
+        def per_pod(value: float | None) -> float | None:
+            return None if value is None else value / pods
+
+        return cls(
+            running=per_pod(observation.running_mean),
+            running_peak=per_pod(observation.running_max),
+            waiting=per_pod(observation.waiting_mean),
+            kv_usage_peak=observation.kv_cache_usage_max,
+            prompt_tokens=observation.prompt_tokens_mean,
+            generation_tokens=observation.generation_tokens_mean,
+        )
+
+    @property
+    def context_tokens(self) -> float | None:
+        """Mean tokens in a running request's context (prompt plus half the output)."""
+        if self.prompt_tokens is None:
+            return None
+        return self.prompt_tokens + (self.generation_tokens or 0.0) / 2
+
+    def at_max_seqs(self, max_num_seqs: int) -> bool:
+        return self.running_peak is not None and self.running_peak >= AT_MAX_SEQS * max_num_seqs
+
+    @property
+    def kv_full(self) -> bool:
+        return self.kv_usage_peak is not None and self.kv_usage_peak >= KV_FULL

@@ -1,0 +1,63 @@
+"""A window analysed once per decision: what it showed, the diagnosis, and the next change.
+
+``analyse`` diagnoses the window (``core.diagnosis.diagnose``) and keeps the result with the
+window; ``propose`` plans the next change from that same diagnosis (``core.planner.plan``).
+The operator's phases and ``latency-tuner diagnose`` both go through here, so a window is
+read the same way wherever it is read. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.status import Trial
+from latency_tuner.core.diagnosis import Diagnosis, diagnose
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.knobs import Change
+from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.planner import Exhausted, plan
+from latency_tuner.core.rollout.facts import WindowResult
+from latency_tuner.core.rollout.values import history
+from latency_tuner.vllm.args import VllmCommandLine
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One window, analysed."""
+
+    window: ObservationResult  # NoData when nothing was measured or the source failed
+    usable: Observation | None  # the window, when it has evaluation.minRequests requests
+    diagnosis: Diagnosis
+
+
+def analyse(
+    spec: LatencyTargetSpec,
+    window: WindowResult | None,
+    cl: VllmCommandLine,
+    hardware: HardwareInfo,
+) -> Analysis:
+    """Diagnose ``window`` of the container running ``cl`` on ``hardware``."""
+    seen: ObservationResult = (
+        window
+        if isinstance(window, (Observation, NoData))
+        else NoData(reason="the metrics source did not answer", window_seconds=0.0)
+    )
+    minimum = spec.evaluation.min_requests
+    usable = seen if isinstance(seen, Observation) and seen.requests >= minimum else None
+    diagnosis = diagnose(seen, spec.objectives, cl, hardware, spec.knobs, min_requests=minimum)
+    return Analysis(seen, usable, diagnosis)
+
+
+def propose(
+    spec: LatencyTargetSpec,
+    diagnosis: Diagnosis,
+    observation: Observation,
+    cl: VllmCommandLine,
+    hardware: HardwareInfo,
+    trials: Sequence[Trial] = (),
+    incompatible: Collection[tuple[str, str | None]] = (),
+) -> Change | Exhausted:
+    """The next single change for ``diagnosis`` given the trials so far, or ``Exhausted``."""
+    return plan(diagnosis, observation, cl, spec.knobs, hardware, history(trials), incompatible)

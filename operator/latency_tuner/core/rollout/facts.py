@@ -1,0 +1,136 @@
+"""What the operator saw this round (``Facts``) and which metrics windows it measures.
+
+``Facts`` is either ``Blocked`` (the operator cannot work on the target, and why) or ``Ready``
+(everything a phase reads is known). ``Windows`` names the windows of one round by field, the
+same shape for what to measure (``windows_needed``: ``Windows[Window]``) and what was measured
+(``Windows[WindowResult]``). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from latency_tuner.api.durations import parse_timestamp
+from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.core.cluster import ContainerConfig, RolloutFacts
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.observation import ObservationResult
+from latency_tuner.vllm.args import VllmCommandLine
+
+BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its noise
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"  # the operator-wide default; the spec's TP may name another
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclass(frozen=True)
+class MetricsFailure:
+    """The metrics source could not answer (unreachable, query error): unknown, not empty."""
+
+    message: str
+
+
+WindowResult = ObservationResult | MetricsFailure
+
+
+@dataclass(frozen=True)
+class Window:
+    """A measurement window ``[end - seconds, end]``, times in unix seconds."""
+
+    end: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Windows(Generic[T]):
+    """The windows of one round. ``current``: the last window, always wanted. While a trial is
+    judged: ``trial`` (its window), ``baseline`` (the window before it started) and
+    ``baseline_parts`` (that window cut in ``BASELINE_SUBWINDOWS``, for its noise)."""
+
+    current: T | None = None
+    trial: T | None = None
+    baseline: T | None = None
+    baseline_parts: tuple[T, ...] = ()
+
+    def all(self) -> list[T]:
+        """Every window, in a fixed order (``map`` rebuilds from it)."""
+        named = [w for w in (self.current, self.trial, self.baseline) if w is not None]
+        return [*named, *self.baseline_parts]
+
+    def fill(self, results: Sequence[U]) -> Windows[U]:
+        """The same windows, each replaced by its result; ``results`` in ``all``'s order."""
+        it = iter(results)
+        return Windows(
+            current=None if self.current is None else next(it),
+            trial=None if self.trial is None else next(it),
+            baseline=None if self.baseline is None else next(it),
+            baseline_parts=tuple(next(it) for _ in self.baseline_parts),
+        )
+
+
+def windows_needed(
+    spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime
+) -> Windows[Window]:
+    """The metrics windows ``decide`` will want this round."""
+    length = spec.evaluation.window_seconds
+    current = Window(now.timestamp(), length)
+    trial = status.current_trial
+    if status.phase is Phase.MEASURING and trial is not None and trial.measure_started_at:
+        start = parse_timestamp(trial.measure_started_at).timestamp()
+        if now.timestamp() >= start + length:
+            began = parse_timestamp(trial.started_at).timestamp()
+            part = length / BASELINE_SUBWINDOWS
+            return Windows(
+                current=current,
+                trial=Window(start + length, length),
+                baseline=Window(began, length),
+                baseline_parts=tuple(
+                    Window(began - length + (i + 1) * part, part)
+                    for i in range(BASELINE_SUBWINDOWS)
+                ),
+            )
+    return Windows(current=current)
+
+
+class Blocker(StrEnum):
+    """Why the operator cannot work on a target (the Ready condition's reason)."""
+
+    DEPLOYMENT_NOT_FOUND = "DeploymentNotFound"
+    CONTAINER_NOT_FOUND = "ContainerNotFound"
+    CONFLICT = "Conflict"
+    NOT_VLLM = "NotVllm"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """The operator cannot work on the target this round. ``detail``: the container problem,
+    the LatencyTarget that owns the Deployment, or why the container is not vLLM."""
+
+    blocker: Blocker
+    detail: str = ""
+    hardware: HardwareInfo = field(default_factory=HardwareInfo)  # a not-vLLM diagnosis uses it
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Everything a phase reads: the Deployment, its vLLM container and rollout, the GPUs and
+    the measured windows."""
+
+    deployment: Mapping[str, Any]  # the Deployment object as read
+    container_index: int
+    container: ContainerConfig
+    command_line: VllmCommandLine
+    rollout: RolloutFacts
+    hardware: HardwareInfo = field(default_factory=HardwareInfo)
+    controller_owner: str | None = None  # "InferenceService/llama" when another controller owns it
+    gpu_resource: str = DEFAULT_GPU_RESOURCE
+    windows: Windows[WindowResult] = field(default_factory=Windows)
+
+
+Facts = Blocked | Ready

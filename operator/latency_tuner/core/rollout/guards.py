@@ -1,0 +1,168 @@
+"""What every round checks before its phase acts: a new spec, a target the operator cannot
+work on, the metrics condition, a pause to resume, a container changed by someone else. Pure.
+"""
+
+from __future__ import annotations
+
+from latency_tuner.api.conditions import ConditionType
+from latency_tuner.api.durations import format_duration
+from latency_tuner.api.status import Phase, Trial, Verdict, with_trial
+from latency_tuner.core.diagnosis import NotVllm, diagnose
+from latency_tuner.core.observation import NoData
+from latency_tuner.core.rollout.events import Reason
+from latency_tuner.core.rollout.facts import Blocked, Blocker, MetricsFailure, Ready, WindowResult
+from latency_tuner.core.rollout.state import Decision, Round
+from latency_tuner.core.rollout.values import diagnosis_status
+
+_NOTE = {
+    Blocker.DEPLOYMENT_NOT_FOUND: Reason.DEPLOYMENT_NOT_FOUND,
+    Blocker.CONTAINER_NOT_FOUND: Reason.CONTAINER_NOT_FOUND,
+    Blocker.CONFLICT: Reason.CONFLICT,
+    Blocker.NOT_VLLM: Reason.NOT_VLLM,
+}
+
+
+def new_spec(r: Round) -> None:
+    """A changed spec restarts the count of trials and the re-check of a resting target."""
+    if r.status.observed_generation == r.generation:
+        return
+    first = r.status.observed_generation is None
+    r.update(observed_generation=r.generation, trial_count=r.status.trial_count if first else 0)
+    if r.status.drift_generation is not None and r.generation > r.status.drift_generation:
+        r.update(drift_generation=None)
+        r.condition(ConditionType.DEGRADED, False, "SpecChanged", "tuning resumed: new spec")
+        r.phase(Phase.OBSERVING)
+    if r.status.phase in (Phase.CONVERGED, Phase.EXHAUSTED):
+        r.phase(Phase.OBSERVING)
+
+
+def blocked(r: Round, facts: Blocked) -> Decision:
+    """Ready=False and phase Failed: the operator cannot work on the target."""
+    ref = r.spec.target_ref
+    match facts.blocker:
+        case Blocker.DEPLOYMENT_NOT_FOUND:
+            message = f"Deployment {ref.name} not found in this namespace"
+        case Blocker.CONTAINER_NOT_FOUND:
+            message = facts.detail or "no container to tune"
+        case Blocker.CONFLICT:
+            message = (
+                f"LatencyTarget {facts.detail} already targets Deployment {ref.name}; "
+                "this one does nothing (delete one of them)"
+            )
+        case Blocker.NOT_VLLM:
+            message = facts.detail
+            diagnosis = diagnose(
+                NoData(reason="not vLLM", window_seconds=0.0),
+                r.spec.objectives,
+                NotVllm(message),
+                facts.hardware,
+                r.spec.knobs,
+            )
+            r.update(diagnosis=diagnosis_status(diagnosis))
+    r.condition(ConditionType.READY, False, facts.blocker.value, message)
+    r.condition(ConditionType.PROGRESSING, False, facts.blocker.value, message)
+    if r.status.phase is not Phase.FAILED:
+        r.note(_NOTE[facts.blocker], message)
+    r.phase(Phase.FAILED)
+    return r.decision(message)
+
+
+def ready(r: Round, facts: Ready) -> None:
+    message = f"tuning Deployment {r.spec.target_ref.name}"
+    if facts.controller_owner:
+        message += (
+            f"; it is managed by {facts.controller_owner}, which would revert changed "
+            "arguments: recommendations only"
+        )
+    r.condition(ConditionType.READY, True, "Ready", message)
+
+
+def metrics_condition(r: Round, current: WindowResult | None) -> None:
+    minimum = r.spec.evaluation.min_requests
+    if current is None:
+        r.condition(ConditionType.METRICS_AVAILABLE, "Unknown", "NotMeasured", "no window yet")
+    elif isinstance(current, MetricsFailure):
+        r.condition(ConditionType.METRICS_AVAILABLE, False, "MetricsSourceError", current.message)
+    elif isinstance(current, NoData):
+        r.condition(ConditionType.METRICS_AVAILABLE, False, "NoData", current.reason)
+    elif current.requests < minimum:
+        r.condition(
+            ConditionType.METRICS_AVAILABLE,
+            False,
+            "TooFewRequests",
+            f"{current.requests} requests in the window, evaluation.minRequests is {minimum}",
+        )
+    else:
+        r.condition(
+            ConditionType.METRICS_AVAILABLE,
+            True,
+            "Measured",
+            f"{current.requests} requests in the last {format_duration(current.window_seconds)}",
+        )
+
+
+def fingerprints(trial: Trial) -> tuple[str, ...]:
+    return tuple(c.fingerprint for c in (trial.from_container, trial.to_container) if c)
+
+
+def resume(r: Round) -> None:
+    """A trial interrupted by a pause or a blocked round (Deployment briefly gone, ...) is
+    taken up where it stood, never dropped with its change still applied."""
+    trial = r.status.current_trial
+    was_paused = r.status.phase is Phase.PAUSED
+    if trial is None:
+        r.phase(Phase.OBSERVING)
+    elif trial.verdict is not None:
+        r.phase(Phase.ROLLING_BACK)
+    else:
+        # The trial's windows are stale after a pause: roll it out (a no-op if it is there)
+        # and measure it afresh.
+        r.update(current_trial=trial.model_copy(update={"measure_started_at": None}))
+        r.phase(Phase.ROLLING_OUT)
+    if was_paused or trial is not None:
+        r.note(Reason.RESUMED, "tuning resumed")
+
+
+def adopt_outside_changes(r: Round, fingerprint: str) -> None:
+    """Between trials, a container changed by someone else is the new starting point."""
+    expected = r.status.expected_container
+    if expected is None:
+        r.update(expected_container=fingerprint)
+        return
+    if expected == fingerprint:
+        return
+    r.update(expected_container=fingerprint, stable_since=None, baseline=None)
+    r.note(
+        Reason.CONFIGURATION_CHANGED,
+        "the vLLM container was changed outside the operator; measuring it afresh",
+    )
+    if r.status.phase not in (Phase.OBSERVING, Phase.FAILED):
+        r.phase(Phase.OBSERVING)
+
+
+def drift(r: Round, trial: Trial, facts: Ready) -> Decision:
+    """Someone else changed the container mid-trial: stop, never fight over it."""
+    message = (
+        f"the vLLM container changed outside the operator during trial {trial.id} "
+        f"({trial.knob}); tuning paused until the LatencyTarget's spec changes"
+    )
+    abandoned = trial.model_copy(
+        update={
+            "verdict": Verdict.INCONCLUSIVE,
+            "finished_at": r.stamp,
+            "reason": "abandoned: the Deployment was changed by someone else",
+        }
+    )
+    r.update(
+        current_trial=None,
+        trials=with_trial(r.status.trials, abandoned),
+        drift_generation=r.generation,
+        expected_container=facts.container.fingerprint(),
+        baseline=None,
+        stable_since=None,
+    )
+    r.phase(Phase.PAUSED)
+    r.condition(ConditionType.PROGRESSING, False, "Drift", message)
+    r.condition(ConditionType.DEGRADED, True, "Drift", message)
+    r.note(Reason.DRIFT, message)
+    return r.decision("drift")

@@ -1,0 +1,197 @@
+"""Observing: wait for a clean window of the configuration, then converge, recommend, give up
+or start a trial. Pure."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from latency_tuner.api.conditions import ConditionType
+from latency_tuner.api.durations import format_duration, format_timestamp
+from latency_tuner.api.spec import Mode
+from latency_tuner.api.status import Baseline, JsonPatchOperation, Phase, Recommendation, Trial
+from latency_tuner.core import knobs as knob_catalog
+from latency_tuner.core.cluster import ContainerConfig, container_patch
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import Exhausted
+from latency_tuner.core.rollout.analysis import Analysis, analyse, propose
+from latency_tuner.core.rollout.events import Reason
+from latency_tuner.core.rollout.facts import Ready
+from latency_tuner.core.rollout.state import Decision, Round
+from latency_tuner.core.rollout.values import (
+    container_snapshot,
+    diagnosis_status,
+    metric_snapshot,
+    target_container,
+)
+from latency_tuner.core.score import Score, score
+from latency_tuner.vllm.defaults import config_hash
+
+NEAR_MISS = 0.1  # violation score of a miss small enough to measure again before giving up
+
+
+def observing(r: Round, facts: Ready) -> Decision:
+    if not facts.rollout.complete:
+        r.update(stable_since=None)
+        r.condition(
+            ConditionType.PROGRESSING, False, "WaitingForRollout", "the Deployment is rolling out"
+        )
+        return r.decision("waiting for the Deployment's own rollout")
+    if r.status.stable_since is None:
+        settle = timedelta(seconds=r.spec.evaluation.settle_seconds)
+        r.update(stable_since=format_timestamp(r.now + settle))
+    wait = r.spec.evaluation.window_seconds - r.since(r.status.stable_since)
+    if wait > 0:
+        r.condition(
+            ConditionType.PROGRESSING,
+            False,
+            "Measuring",
+            f"measuring the current configuration: a clean window in {format_duration(wait)}",
+        )
+        return r.decision("waiting for a window of the current configuration")
+    analysis = analyse(r.spec, facts.windows.current, facts.command_line, facts.hardware)
+    r.update(diagnosis=diagnosis_status(analysis.diagnosis))
+    if analysis.usable is None:
+        return r.decision("no usable window: nothing to act on")
+    obs = analysis.usable
+    r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
+    result = score(obs, r.spec.objectives)
+    if result.met:
+        r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
+        r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
+        r.update(recommendation=None, near_miss_at=None)
+        if r.status.phase is not Phase.CONVERGED:
+            r.note(Reason.TARGETS_MET, result.describe())
+        r.phase(Phase.CONVERGED)
+        return r.decision("targets met")
+    r.condition(ConditionType.TARGETS_MET, False, "TargetsMissed", result.describe())
+    return _next_change(r, facts, analysis, obs, result)
+
+
+def _next_change(
+    r: Round, facts: Ready, analysis: Analysis, obs: Observation, result: Score
+) -> Decision:
+    """Targets missed: plan the next change and start it, recommend it, or give up."""
+    proposal = propose(
+        r.spec,
+        analysis.diagnosis,
+        obs,
+        facts.command_line,
+        facts.hardware,
+        r.status.trials,
+        {(i.knob, i.value) for i in r.status.incompatible},
+    )
+    recommend_only = r.spec.mode is not Mode.AUTO or facts.controller_owner is not None
+    if isinstance(proposal, Exhausted):
+        near = result.value is not None and result.value <= NEAR_MISS
+        if near and not recommend_only and r.status.near_miss_at is None:
+            # Within the measurement noise of the targets: one window is not enough to give up.
+            r.update(near_miss_at=r.stamp, stable_since=r.stamp)
+            r.condition(
+                ConditionType.PROGRESSING,
+                False,
+                "NearMiss",
+                f"{result.describe()}; nothing left to try, measuring one more window",
+            )
+            return r.decision("near miss: measuring again before giving up")
+        return exhausted(r, proposal.reason, recommend_only)
+    target = target_container(proposal, facts.command_line, facts.container)
+    if recommend_only or r.spec.mode is Mode.OFF:
+        return _recommend(r, proposal, target, facts)
+    if r.status.trial_count >= r.spec.evaluation.max_trials:
+        return exhausted(r, f"evaluation.maxTrials ({r.spec.evaluation.max_trials}) reached", False)
+    if target.fingerprint() == facts.container.fingerprint():
+        return exhausted(r, f"{proposal.describe()} would not change the container", False)
+    return _start_trial(r, proposal, obs, target, facts)
+
+
+def exhausted(r: Round, why: str, recommend_only: bool) -> Decision:
+    advice = r.status.diagnosis.advice if r.status.diagnosis else []
+    message = why + (f". Advice: {'; '.join(advice)}" if advice else "")
+    r.update(recommendation=None, near_miss_at=None)
+    r.condition(ConditionType.PROGRESSING, False, "Exhausted", message)
+    if recommend_only:
+        r.phase(Phase.OBSERVING)
+        return r.decision("nothing to recommend")
+    if r.status.phase is not Phase.EXHAUSTED:
+        r.note(Reason.EXHAUSTED, message)
+    r.phase(Phase.EXHAUSTED)
+    return r.decision("exhausted")
+
+
+def _recommend(
+    r: Round, change: knob_catalog.Change, target: ContainerConfig, facts: Ready
+) -> Decision:
+    ops = container_patch(facts.deployment, facts.container_index, target, facts.gpu_resource)
+    recommendation = Recommendation(
+        knob=change.knob.value,
+        from_value=change.from_value,
+        to_value=change.to_value,
+        patch=[JsonPatchOperation.model_validate(op) for op in ops],
+        reason=change.reason,
+    )
+    changed = r.status.recommendation != recommendation
+    r.update(recommendation=recommendation)
+    mode = "Recommend" if r.spec.mode is Mode.RECOMMEND else "Off"
+    if facts.controller_owner is not None and r.spec.mode is Mode.AUTO:
+        mode = "ManagedByController"
+    if r.spec.mode is Mode.OFF:
+        r.update(recommendation=None)
+        changed = False
+    r.condition(
+        ConditionType.PROGRESSING,
+        False,
+        f"Mode{mode}" if mode != "ManagedByController" else mode,
+        f"next change: {change.describe()} ({change.reason}); not applied (mode {mode})",
+    )
+    if changed:
+        r.note(Reason.RECOMMENDATION, f"{change.describe()}: {change.reason}")
+    r.phase(Phase.OBSERVING)
+    return r.decision("recommendation published")
+
+
+def _start_trial(
+    r: Round,
+    change: knob_catalog.Change,
+    obs: Observation,
+    target: ContainerConfig,
+    facts: Ready,
+) -> Decision:
+    container, cl = facts.container, facts.command_line
+    baseline = r.status.baseline or Baseline(
+        container=r.spec.target_ref.container,
+        command=list(container.command) if container.command is not None else None,
+        args=list(container.args) if container.args is not None else None,
+        image=container.image,
+        gpu_limit=str(container.gpu_limit) if container.gpu_limit is not None else None,
+        config_hash=config_hash(cl),
+        captured_at=r.stamp,
+    )
+    applied = knob_catalog.apply(change, cl)
+    next_id = max([t.id for t in r.status.trials] + [r.status.trial_count, 0]) + 1
+    trial = Trial(
+        id=next_id,
+        knob=change.knob.value,
+        from_value=change.from_value,
+        to_value=change.to_value,
+        started_at=r.stamp,
+        before=metric_snapshot(r.spec, obs, r.stamp),
+        config_hash=config_hash(applied.command_line),
+        previous_config_hash=config_hash(cl),
+        from_container=container_snapshot(container),
+        to_container=container_snapshot(target),
+        reason=change.reason,
+    )
+    r.update(
+        baseline=baseline,
+        current_trial=trial,
+        trial_count=r.status.trial_count + 1,
+        recommendation=None,
+        stable_since=None,
+        near_miss_at=None,
+    )
+    r.phase(Phase.ROLLING_OUT)
+    message = f"trial {trial.id}: {change.describe()} ({change.reason})"
+    r.condition(ConditionType.PROGRESSING, True, "TrialStarted", message)
+    r.note(Reason.TRIAL_STARTED, message)
+    r.again = True  # the intent is recorded first; the patch comes on the next step
+    return r.decision("trial started")

@@ -1,0 +1,243 @@
+"""The phases of a trial: RollingOut, Settling, Measuring, RollingBack; and the resting ones
+(Converged, Exhausted) that wait for the cooldown. Pure."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from latency_tuner.api.conditions import ConditionType
+from latency_tuner.api.durations import format_timestamp
+from latency_tuner.api.status import IncompatibleValue, Phase, Trial, Verdict, with_trial
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.rollout.events import Reason
+from latency_tuner.core.rollout.facts import MetricsFailure, Ready
+from latency_tuner.core.rollout.state import Decision, Round
+from latency_tuner.core.rollout.values import config_of, metric_snapshot
+from latency_tuner.core.score import score
+from latency_tuner.core.verdict import Outcome, judge_trial
+
+MAX_MEASUREMENTS = 2  # an inconclusive trial window is measured once more, then rolled back
+
+
+def _trial(r: Round) -> Trial:
+    trial = r.status.current_trial
+    assert trial is not None, f"phase {r.status.phase.value} without a trial in the status"
+    assert trial.from_container is not None and trial.to_container is not None
+    return trial
+
+
+def rolling_out(r: Round, facts: Ready) -> Decision:
+    trial = _trial(r)
+    assert trial.to_container is not None
+    if facts.container.fingerprint() != trial.to_container.fingerprint:
+        r.apply = config_of(trial.to_container)
+        r.condition(
+            ConditionType.PROGRESSING, True, "RollingOut", f"trial {trial.id}: applying the change"
+        )
+        return r.decision("applying the trial's change")
+    # The deadline runs from entering RollingOut: after a resume, not from the trial's start.
+    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, r.status.phase_since)
+    if failed is not None:
+        return _fail_trial(r, trial, failed)
+    if not facts.rollout.complete:
+        r.condition(
+            ConditionType.PROGRESSING, True, "RollingOut", f"trial {trial.id}: rollout in progress"
+        )
+        return r.decision("waiting for the rollout")
+    r.update(current_trial=trial.model_copy(update={"ready_at": r.stamp}))
+    r.phase(Phase.SETTLING)
+    r.condition(
+        ConditionType.PROGRESSING,
+        True,
+        "Settling",
+        f"trial {trial.id} is ready; warming up for {r.spec.evaluation.settle}",
+    )
+    r.again = True
+    return r.decision("rollout ready")
+
+
+def _rollout_failure(r: Round, facts: Ready, fingerprint: str, since: str | None) -> str | None:
+    failure = facts.rollout.failure(fingerprint)
+    if failure is not None:
+        return failure
+    deadline = r.spec.evaluation.progress_deadline_seconds
+    if not facts.rollout.complete and r.since(since) > deadline:
+        return (
+            f"not ready within evaluation.progressDeadline ({r.spec.evaluation.progress_deadline})"
+        )
+    return None
+
+
+def _fail_trial(r: Round, trial: Trial, why: str) -> Decision:
+    failed = trial.model_copy(
+        update={"verdict": Verdict.FAILED, "reason": f"rollout failed: {why}", "finished_at": None}
+    )
+    incompatible = [
+        i for i in r.status.incompatible if (i.knob, i.value) != (trial.knob, trial.to_value)
+    ]
+    incompatible.append(IncompatibleValue(knob=trial.knob, value=trial.to_value, reason=why))
+    r.update(current_trial=failed, incompatible=incompatible)
+    r.phase(Phase.ROLLING_BACK)
+    message = f"trial {trial.id} ({trial.knob} -> {trial.to_value}) failed: {why}; rolling back"
+    r.condition(ConditionType.DEGRADED, True, "TrialFailed", message)
+    r.condition(ConditionType.PROGRESSING, True, "RollingBack", message)
+    r.note(Reason.TRIAL_FAILED, message)
+    r.again = True
+    return r.decision("trial failed")
+
+
+def _running_trial(r: Round, facts: Ready) -> tuple[Trial, Decision | None]:
+    """The trial being warmed up or measured, and its failure decision if its pods broke."""
+    trial = _trial(r)
+    assert trial.to_container is not None
+    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, None)
+    return trial, None if failed is None else _fail_trial(r, trial, failed)
+
+
+def settling(r: Round, facts: Ready) -> Decision:
+    trial, failed = _running_trial(r, facts)
+    if failed is not None:
+        return failed
+    if r.since(trial.ready_at) < r.spec.evaluation.settle_seconds:
+        return r.decision("settling")
+    r.update(current_trial=trial.model_copy(update={"measure_started_at": r.stamp}))
+    r.phase(Phase.MEASURING)
+    r.condition(
+        ConditionType.PROGRESSING,
+        True,
+        "Measuring",
+        f"trial {trial.id}: measuring for {r.spec.evaluation.window}",
+    )
+    return r.decision("measuring")
+
+
+def measuring(r: Round, facts: Ready) -> Decision:
+    trial, failed = _running_trial(r, facts)
+    if failed is not None:
+        return failed
+    windows = facts.windows
+    if windows.trial is None:
+        return r.decision("measuring the trial")
+    after, before = windows.trial, windows.baseline
+    if isinstance(after, MetricsFailure) or before is None or isinstance(before, MetricsFailure):
+        return r.decision("metrics unavailable: judging later")
+    judgement = judge_trial(
+        before,
+        after,
+        r.spec.objectives,
+        min_requests=r.spec.evaluation.min_requests,
+        min_improvement=r.spec.evaluation.min_improvement,
+        baseline_subwindows=[w for w in windows.baseline_parts if isinstance(w, Observation)],
+    )
+    measured = trial.model_copy(
+        update={
+            "after": metric_snapshot(r.spec, after, r.stamp)
+            if isinstance(after, Observation)
+            else None,
+            "measurements": trial.measurements + 1,
+        }
+    )
+    if judgement.outcome is Outcome.KEEP:
+        return _keep(r, measured, judgement.reason)
+    if judgement.outcome is Outcome.REVERT or measured.measurements >= MAX_MEASUREMENTS:
+        verdict = Verdict.REVERT if judgement.outcome is Outcome.REVERT else Verdict.INCONCLUSIVE
+        reverted = measured.model_copy(update={"verdict": verdict, "reason": judgement.reason})
+        r.update(current_trial=reverted)
+        r.phase(Phase.ROLLING_BACK)
+        what = f"trial {trial.id} ({trial.knob} -> {trial.to_value}) {verdict.value.lower()}"
+        message = f"{what}: {judgement.reason}; rolling back"
+        r.condition(ConditionType.PROGRESSING, True, "RollingBack", message)
+        r.note(Reason.REVERTING, message)
+        r.again = True
+        return r.decision("reverting")
+    # Inconclusive or no data: measure once more over a fresh window.
+    r.update(current_trial=measured.model_copy(update={"measure_started_at": r.stamp}))
+    r.condition(
+        ConditionType.PROGRESSING,
+        True,
+        "Remeasuring",
+        f"trial {trial.id} inconclusive ({judgement.reason}); measuring again",
+    )
+    r.note(Reason.INCONCLUSIVE, f"trial {trial.id}: {judgement.reason}; measuring again")
+    return r.decision("remeasuring")
+
+
+def _keep(r: Round, measured: Trial, why: str) -> Decision:
+    assert measured.to_container is not None
+    kept = measured.model_copy(
+        update={"verdict": Verdict.KEEP, "reason": why, "finished_at": r.stamp}
+    )
+    r.update(
+        current_trial=None,
+        trials=with_trial(r.status.trials, kept),
+        expected_container=measured.to_container.fingerprint,
+        stable_since=measured.measure_started_at,  # the trial window is a clean window
+    )
+    r.phase(Phase.OBSERVING)
+    change = f"{measured.knob} {measured.from_value} -> {measured.to_value}"
+    message = f"trial {measured.id} kept: {change}: {why}"
+    r.condition(ConditionType.PROGRESSING, True, "Kept", message)
+    r.condition(ConditionType.DEGRADED, False, "Healthy", "no failed rollout")
+    r.note(Reason.KEPT, message)
+    r.again = True
+    return r.decision("kept")
+
+
+def rolling_back(r: Round, facts: Ready) -> Decision:
+    trial = _trial(r)
+    assert trial.from_container is not None
+    if facts.container.fingerprint() != trial.from_container.fingerprint:
+        r.apply = config_of(trial.from_container)
+        return r.decision("restoring the configuration before the trial")
+    failure = facts.rollout.failure(trial.from_container.fingerprint)
+    if failure is not None:
+        message = (
+            f"rolling back trial {trial.id}, the previous configuration does not come up: {failure}"
+        )
+        r.condition(ConditionType.DEGRADED, True, "RollbackFailing", message)
+        return r.decision("rollback failing")
+    if not facts.rollout.complete:
+        return r.decision("waiting for the rollback")
+    done = trial.model_copy(update={"finished_at": r.stamp})
+    settle = timedelta(seconds=r.spec.evaluation.settle_seconds)
+    r.update(
+        current_trial=None,
+        trials=with_trial(r.status.trials, done),
+        expected_container=trial.from_container.fingerprint,
+        stable_since=format_timestamp(r.now + settle),
+    )
+    r.phase(Phase.OBSERVING)
+    message = f"trial {trial.id} rolled back ({trial.verdict.value if trial.verdict else 'done'})"
+    r.condition(ConditionType.PROGRESSING, False, "RolledBack", message)
+    if trial.verdict is not Verdict.FAILED:
+        r.condition(ConditionType.DEGRADED, False, "Healthy", "no failed rollout")
+    r.note(Reason.ROLLED_BACK, message)
+    return r.decision("rolled back")
+
+
+def resting(r: Round, facts: Ready) -> Decision:
+    """Converged or Exhausted: keep watching; plan again after the cooldown."""
+    current = facts.windows.current
+    obs = (
+        current
+        if isinstance(current, Observation) and current.requests >= r.spec.evaluation.min_requests
+        else None
+    )
+    clean = r.status.stable_since is None or (
+        r.since(r.status.stable_since) >= r.spec.evaluation.window_seconds
+    )
+    if obs is not None and clean:
+        r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
+        result = score(obs, r.spec.objectives)
+        if result.met is not None:
+            r.condition(
+                ConditionType.TARGETS_MET,
+                bool(result.met),
+                "TargetsMet" if result.met else "TargetsMissed",
+                result.describe(),
+            )
+    if r.since(r.status.phase_since) >= r.spec.evaluation.cooldown_seconds:
+        r.phase(Phase.OBSERVING)
+        r.again = True
+        return r.decision("cooldown over: checking again")
+    return r.decision(f"{r.status.phase.value.lower()}: waiting for the cooldown")

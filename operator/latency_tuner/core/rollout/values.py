@@ -1,0 +1,108 @@
+"""Status values made from what was seen: container snapshots, metric snapshots, the
+diagnosis as the status shows it, the container a change leads to. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from latency_tuner.api.durations import format_duration
+from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.status import (
+    Baseline,
+    ContainerSnapshot,
+    Evidence,
+    MetricSnapshot,
+    Trial,
+)
+from latency_tuner.api.status import Diagnosis as DiagnosisStatus
+from latency_tuner.core import knobs as knob_catalog
+from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.diagnosis import Diagnosis
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import TrialRecord
+from latency_tuner.vllm.args import VllmCommandLine
+
+DEFAULT_PERCENTILE = 95  # shown in status.observed for a latency no objective names
+
+
+def container_snapshot(c: ContainerConfig) -> ContainerSnapshot:
+    return ContainerSnapshot(
+        command=list(c.command) if c.command is not None else None,
+        args=list(c.args) if c.args is not None else None,
+        image=c.image,
+        gpu_limit=c.gpu_limit,
+        fingerprint=c.fingerprint(),
+    )
+
+
+def config_of(s: ContainerSnapshot) -> ContainerConfig:
+    return ContainerConfig(
+        command=tuple(s.command) if s.command is not None else None,
+        args=tuple(s.args) if s.args is not None else None,
+        image=s.image,
+        gpu_limit=s.gpu_limit,
+    )
+
+
+def baseline_container(baseline: Baseline) -> ContainerConfig:
+    """The container a Restore on deletion puts back."""
+    return ContainerConfig(
+        command=tuple(baseline.command) if baseline.command is not None else None,
+        args=tuple(baseline.args) if baseline.args is not None else None,
+        image=baseline.image,
+        gpu_limit=int(baseline.gpu_limit) if baseline.gpu_limit is not None else None,
+    )
+
+
+def target_container(
+    change: knob_catalog.Change, cl: VllmCommandLine, current: ContainerConfig
+) -> ContainerConfig:
+    """The container ``current`` becomes with ``change`` applied to its command line ``cl``."""
+    applied = knob_catalog.apply(change, cl)
+    command, args = applied.command_line.render()
+    return ContainerConfig(
+        command=tuple(command) if command is not None else None,
+        args=tuple(args) if args is not None else None,
+        image=applied.image or current.image,
+        gpu_limit=applied.gpu_limit if applied.gpu_limit is not None else current.gpu_limit,
+    )
+
+
+def _percentile(spec: LatencyTargetSpec, name: str) -> int:
+    objective = getattr(spec.objectives, name)
+    return int(objective.percentile) if objective is not None else DEFAULT_PERCENTILE
+
+
+def metric_snapshot(spec: LatencyTargetSpec, obs: Observation, stamp: str) -> MetricSnapshot:
+    def at(name: str) -> float | None:
+        quantiles: dict[int, float] = getattr(obs, name)
+        return quantiles.get(_percentile(spec, name))
+
+    return MetricSnapshot(
+        ttft_seconds=at("ttft"),
+        itl_seconds=at("itl"),
+        e2e_seconds=at("e2e"),
+        request_rate=obs.request_rate,
+        prompt_tokens_mean=obs.prompt_tokens_mean,
+        generation_tokens_mean=obs.generation_tokens_mean,
+        concurrency=obs.load.concurrency_mean if obs.running_mean is not None else None,
+        window=format_duration(obs.window_seconds),
+        requests=obs.requests,
+        observed_at=stamp,
+    )
+
+
+def diagnosis_status(d: Diagnosis) -> DiagnosisStatus:
+    return DiagnosisStatus(
+        bottleneck=d.bottleneck.value,
+        findings=[*(f.value for f in d.findings), *d.conclusions],
+        evidence=[
+            Evidence(signal=e.signal, value=e.value, unit=e.unit, text=e.text) for e in d.evidence
+        ],
+        knobs=[k.value for k in d.knobs],
+        advice=list(d.advice),
+    )
+
+
+def history(trials: Sequence[Trial]) -> list[TrialRecord]:
+    return [TrialRecord.from_trial(t) for t in trials]

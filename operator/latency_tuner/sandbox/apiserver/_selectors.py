@@ -1,0 +1,85 @@
+"""Label and field selectors, as lists and watches filter by them.
+
+Pure; a selector that does not parse is a 400 BadRequest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from latency_tuner.sandbox.apiserver._errors import bad_request
+from latency_tuner.sandbox.apiserver._resources import Body
+
+_LABEL_TERM = re.compile(
+    r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
+    r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9_.-]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
+)
+
+
+def _split_terms(selector: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for char in selector:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += char
+    terms.append(current)
+    return [term for term in terms if term.strip()]
+
+
+def label_selector_matches(selector: str, labels: Mapping[str, str]) -> bool:
+    """Kubernetes label selector syntax: `a=b,c!=d,e in (f,g),h notin (i),j,!k`."""
+    for term in _split_terms(selector):
+        match = _LABEL_TERM.match(term)
+        if match is None:
+            raise bad_request(f"unable to parse requirement: {term!r}")
+        key = match["key"]
+        if match["op"] in ("=", "=="):
+            ok = labels.get(key) == match["value"]
+        elif match["op"] == "!=":
+            ok = labels.get(key) != match["value"]
+        elif match["setop"]:
+            values = {v.strip() for v in match["values"].split(",") if v.strip()}
+            ok = (labels.get(key) in values) == (match["setop"] == "in")
+            ok = ok and (match["setop"] == "notin" or key in labels)
+        else:
+            ok = key in labels
+        if bool(match["neg"]) == ok:
+            return False
+    return True
+
+
+def field_selector_matches(selector: str, obj: Mapping[str, Any]) -> bool:
+    """Equality field selectors on any dotted path: `metadata.name=x,status.phase!=Running`."""
+    for term in _split_terms(selector):
+        found = re.match(r"^\s*([A-Za-z0-9_.]+)\s*(==|=|!=)\s*(.*?)\s*$", term)
+        if found is None:
+            raise bad_request(f"invalid field selector: {term!r}")
+        path, op, wanted = found.groups()
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        actual = (
+            "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        )
+        if (actual == wanted) != (op != "!="):
+            return False
+    return True
+
+
+def matches(obj: Mapping[str, Any], labels: str | None, fields: str | None) -> bool:
+    """Whether `obj` passes both selectors (an empty or missing one passes everything)."""
+    if labels and not label_selector_matches(labels, obj["metadata"].get("labels") or {}):
+        return False
+    return not (fields and not field_selector_matches(fields, obj))
+
+
+def select(items: list[Body], params: Mapping[str, str]) -> list[Body]:
+    """The items a request's `labelSelector` and `fieldSelector` let through."""
+    labels, fields = params.get("labelSelector"), params.get("fieldSelector")
+    return [item for item in items if matches(item, labels, fields)]
