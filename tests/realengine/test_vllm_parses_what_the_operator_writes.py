@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from latency_tuner.api.spec import QuantizationVariant
-from latency_tuner.core.candidates import speculative_json
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.knobs import CATALOG, Change, KnobName, apply
+from latency_tuner.core.knobs.speculative_decoding import speculative_json
 from latency_tuner.realengine import argprobe
 from latency_tuner.realengine.venv import child_env
 from latency_tuner.vllm import defaults
