@@ -206,7 +206,7 @@ def test_real_vllm_parses_every_knob_change_in_every_written_style(
         for field, want in {**reading, **expected}.items():
             if values[field] != want:
                 problems.append(f"{label}\n  {field}: vLLM read {values[field]!r}, meant {want!r}")
-    assert len(parsed[launch.name]) == len(WRITTEN_STYLES) * len(_changes("m"))
+    assert len(parsed[launch.name]) == len(WRITTEN_STYLES) * len(_changes("/models/m"))
     assert not problems, "\n".join(problems)
 
 
