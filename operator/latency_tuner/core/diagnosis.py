@@ -17,7 +17,7 @@ a value out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from latency_tuner.api.spec import Knobs, Objectives
 from latency_tuner.core import candidates
@@ -63,6 +63,25 @@ class Diagnosis:
     causes: tuple[Cause, ...] = ()  # per breached objective, the most violated first
     score: Score | None = None
     blocked: tuple[str, ...] = ()  # knobs that would help but may not or cannot be tried
+    # The analysis behind ``knobs``, kept so the planner does not redo it for the same window:
+    # the ranking, the config view, and the inputs they were made from.
+    ranking: candidates.Ranking | None = field(default=None, compare=False, repr=False)
+    view: ConfigView | None = field(default=None, compare=False, repr=False)
+    ranked_with: tuple[object, ...] = field(default=(), compare=False, repr=False)
+
+    def ranking_for(
+        self,
+        observation: Observation,
+        config: VllmCommandLine,
+        knobs: Knobs,
+        hardware: HardwareInfo,
+    ) -> tuple[candidates.Ranking, ConfigView] | None:
+        """The ranking made while diagnosing, when it was made from these same inputs."""
+        if self.ranking is None or self.view is None:
+            return None
+        if self.ranked_with != (observation, config, knobs, hardware):
+            return None
+        return self.ranking, self.view
 
     @property
     def conclusions(self) -> tuple[str, ...]:
@@ -195,6 +214,9 @@ def diagnose(
         causes=causes,
         score=s,
         blocked=ranking.blocked,
+        ranking=ranking,
+        view=cv,
+        ranked_with=(observation, config, knobs, hardware),
     )
 
 

@@ -103,16 +103,21 @@ def plan(
         return Exhausted("the container is not a vLLM server", diagnosis.advice)
     if not diagnosis.causes:
         return Exhausted("no objective is over its target: nothing to change", diagnosis.advice)
-    cv = view(config, hardware, observation.cache_config)
-    ranking = candidates.rank(
-        diagnosis.causes,
-        diagnosis.findings,
-        cl=config,
-        view=cv,
-        knobs=knobs,
-        hardware=hardware,
-        observation=observation,
-    )
+    # Analysed once: the diagnosis of this same window already ranked the candidates.
+    done = diagnosis.ranking_for(observation, config, knobs, hardware)
+    if done is not None:
+        ranking, cv = done
+    else:
+        cv = view(config, hardware, observation.cache_config)
+        ranking = candidates.rank(
+            diagnosis.causes,
+            diagnosis.findings,
+            cl=config,
+            view=cv,
+            knobs=knobs,
+            hardware=hardware,
+            observation=observation,
+        )
     ruled_out: list[str] = []
     open_: list[Candidate] = []
     for candidate in ranking.candidates:
