@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from latency_tuner.controller.errors import ContainerNotFound
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
 from latency_tuner.core.rollout.facts import DEFAULT_GPU_RESOURCE
+from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,27 @@ class DeploymentView:
         return dict((self.obj["spec"].get("selector") or {}).get("matchLabels") or {})
 
     def container_index(self, name: str | None) -> int:
-        """The named container, or the only/first one when no name is given."""
+        """The named container; without a name, the only container, or the only one of
+        several that runs vLLM (a sidecar such as Envoy must never get vLLM's flags)."""
         containers = self.containers
         if name is None:
             if not containers:
                 raise ContainerNotFound(f"Deployment {self.name} has no containers")
-            return 0
+            if len(containers) == 1:
+                return 0
+            vllm = [i for i, c in enumerate(containers) if _runs_vllm(c)]
+            names = ", ".join(str(c.get("name")) for c in containers)
+            if len(vllm) == 1:
+                return vllm[0]
+            if not vllm:
+                raise ContainerNotFound(
+                    f"none of the containers of Deployment {self.name} ({names}) runs vLLM"
+                )
+            several = ", ".join(str(containers[i].get("name")) for i in vllm)
+            raise ContainerNotFound(
+                f"Deployment {self.name} has several containers that look like vLLM "
+                f"({several}): name one in spec.targetRef.container"
+            )
         for i, c in enumerate(containers):
             if c.get("name") == name:
                 return i
@@ -105,3 +122,13 @@ def container_config(container: dict[str, Any], gpu_resource: str) -> ContainerC
 
 
 __all__ = ["DEFAULT_GPU_RESOURCE", "DeploymentView", "container_config"]
+
+
+def _runs_vllm(container: Mapping[str, Any]) -> bool:
+    try:
+        VllmCommandLine.of_container(
+            container.get("command"), container.get("args"), image=container.get("image")
+        )
+    except NotVllmError:
+        return False
+    return True

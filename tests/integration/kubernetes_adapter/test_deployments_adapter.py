@@ -173,7 +173,8 @@ async def test_a_missing_deployment_reads_as_none_and_a_missing_container_names_
     view = await read(deployments)
     with pytest.raises(ContainerNotFound, match="has no container 'engine' \\(has: proxy, vllm\\)"):
         view.container_index("engine")
-    assert view.container_index(None) == 0  # no name: the first container
+    # No name: the one container that runs vLLM, never the Envoy sidecar listed first.
+    assert view.container_index(None) == 1
 
 
 def pod(name: str, *, app: str = "llama") -> dict[str, Any]:
