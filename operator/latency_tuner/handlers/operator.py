@@ -9,8 +9,10 @@ records the operator's metrics. Clients live in the ``kopf.Memo``, never in modu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from latency_tuner.adapters.kubernetes.nodes import Nodes
 from latency_tuner.adapters.metrics import MetricsError, MetricsSource
 from latency_tuner.adapters.metrics.pool import ScrapePool
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
+from latency_tuner.api.conditions import ConditionType, set_condition
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION, InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
@@ -209,6 +212,13 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
             except KubernetesError as exc:
                 metrics.errors.labels("kubernetes").inc()
                 raise kopf.TemporaryError(f"Kubernetes API: {exc}", delay=10) from exc
+            except Exception as exc:
+                # A bug or an input nothing foresaw: never silence. The target says so on its
+                # Ready condition and in a Warning event, and kopf retries later.
+                metrics.errors.labels("unexpected").inc()
+                log.exception("reconcile of %s/%s failed", namespace, name)
+                await _report_failure(body, memo, exc)
+                raise kopf.TemporaryError(f"reconcile failed: {exc!r}", delay=30) from exc
     # kopf's body is a live view: compare with the status the reconcile itself started from.
     before = outcome.initial or LatencyTargetStatus()
     after = outcome.status
@@ -229,6 +239,31 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     except InvalidLatencyTarget:
         return
     metrics.record_status(namespace, name, spec, after)
+
+
+async def _report_failure(body: kopf.Body, memo: kopf.Memo, exc: Exception) -> None:
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    message = f"the reconcile failed ({type(exc).__name__}: {str(exc)[:300]}); retrying"
+    note = Reason.RECONCILE_ERROR.note(message)
+    kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+    with contextlib.suppress(Exception):  # the status write may be what fails
+        fresh = await memo.latencytargets.get(namespace=namespace, name=name)
+        status = LatencyTargetStatus.model_validate((fresh or {}).get("status") or {})
+        generation = int(((fresh or {}).get("metadata") or {}).get("generation") or 1)
+        conditions = set_condition(
+            status.conditions,
+            ConditionType.READY,
+            False,
+            note.reason.value,
+            message,
+            datetime.now(UTC),
+            generation,
+        )
+        await memo.latencytargets.write_status(
+            namespace=namespace,
+            name=name,
+            status=status.model_copy(update={"conditions": conditions}),
+        )
 
 
 async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:

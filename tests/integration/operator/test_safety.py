@@ -128,3 +128,29 @@ async def test_a_failing_metrics_source_changes_nothing_until_it_is_back(tmp_pat
 
 async def _more(world: Any, start: int, n: int) -> bool:
     return bool(world.observe_calls - start >= n)
+
+
+async def test_an_unexpected_failure_shows_on_ready_and_in_a_warning_never_silence(
+    tmp_path: Path,
+) -> None:
+    async with cluster(tmp_path, queueing(by_seqs), ARGS) as world:
+
+        async def broken(*_: Any) -> Any:
+            raise RuntimeError("an input nothing foresaw")
+
+        world.script.metrics_for = broken  # type: ignore[method-assign,assignment]
+        await world.api.create(latency_target(knobs=SEQS_ONLY))
+        async with operator_running(world, tmp_path):
+            (event, *_) = await posted(world, Reason.RECONCILE_ERROR, within=30)
+
+            async def not_ready() -> dict[str, Any] | None:
+                ready = condition(await world.status(), "Ready")
+                return ready if ready and ready["reason"] == "ReconcileError" else None
+
+            ready = await eventually(not_ready)
+        args = await world.args()
+    assert event["type"] == "Warning"
+    assert "RuntimeError: an input nothing foresaw" in event["message"]
+    assert ready["status"] == "False"
+    assert "RuntimeError" in ready["message"]
+    assert args == ARGS  # nothing was changed

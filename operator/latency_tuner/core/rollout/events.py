@@ -20,6 +20,7 @@ class Reason(StrEnum):
     CONFLICT = "Conflict"
     NOT_VLLM = "NotVllm"
     CHANGE_REFUSED = "ChangeRefused"  # a change the knob catalog could not make (see trust)
+    RECONCILE_ERROR = "ReconcileError"  # an unexpected failure of a reconcile
     # The loop.
     RESUMED = "Resumed"
     CONFIGURATION_CHANGED = "ConfigurationChanged"
@@ -57,6 +58,7 @@ _WARNINGS = frozenset(
         Reason.CONFLICT,
         Reason.NOT_VLLM,
         Reason.CHANGE_REFUSED,
+        Reason.RECONCILE_ERROR,
         Reason.DRIFT,
         Reason.EXHAUSTED,
         Reason.TRIAL_FAILED,
