@@ -293,3 +293,18 @@ async def test_more_observations_than_slots_wait_their_turn_on_a_healthy_source(
     )
     assert all(isinstance(a, NoData) for a in answers)
     source.close()
+
+
+async def test_a_backtracking_regex_over_a_tenants_long_label_is_matched_in_linear_time() -> None:
+    """`(a+)+b` against 40 `a`s takes Python's `re` about 2^40 steps; RE2 a few dozen."""
+    source = ScrapeSource(list)
+    long_label = "a" * 40
+    source.ingest(f'vllm:num_requests_running{{pod="{long_label}"}} 1\n', {"namespace": "llm"}, 1.0)
+    evil = [LabelMatcher("namespace", "=", "llm"), LabelMatcher("pod", "=~", "(a+)+b")]
+    # The bound turns a regression (a hang) into a failure; it is not a speed check.
+    got = await asyncio.wait_for(source.observe(matchers=evil, window_seconds=60, end=2.0), 60)
+    assert isinstance(got, NoData)
+    bad = [LabelMatcher("pod", "=~", "(?=a)")]
+    with pytest.raises(QueryFailed, match="not an RE2 regular expression"):
+        await source.observe(matchers=bad, window_seconds=60, end=2.0)
+    await source.aclose()

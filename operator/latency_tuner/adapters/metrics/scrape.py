@@ -6,7 +6,10 @@ label matchers select them, and windows are answered by ``core.signals.evaluate_
 with Prometheus' own arithmetic (``core.prommath``).
 
 The pods are the tenant's: a scrape is capped in bytes, in time and in series, and parsed on a
-worker thread, so no pod can fill the operator's memory or stall its event loop.
+worker thread, so no pod can fill the operator's memory or stall its event loop. The samples
+are kept and read on that one worker thread only (so storing and reading never race), and the
+label matchers' regular expressions run there with RE2, in time linear in the label's length,
+never Python's backtracking ``re`` (``(a+)+`` against a long label would take seconds).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import httpx
+import re2
 from prometheus_client.parser import text_string_to_metric_families
 
-from latency_tuner.adapters.metrics.errors import SourceUnreachable
+from latency_tuner.adapters.metrics.errors import QueryFailed, SourceUnreachable
 from latency_tuner.core import signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.prommath import Point
@@ -45,6 +50,7 @@ MAX_SCRAPE_BYTES = 8 * 1024 * 1024
 MAX_SERIES_PER_TARGET = 20_000
 
 Sample = tuple[str, frozenset[tuple[str, str]], float]
+_T = TypeVar("_T")
 
 
 def parse_exposition(
@@ -87,8 +93,9 @@ class ScrapeSource:
         self._clock = clock
         self._series: dict[signals.SeriesKey, deque[Point]] = {}
         self._client = httpx.AsyncClient(timeout=timeout_seconds, follow_redirects=False)
-        # Parsing is CPU work: its own single thread, never the event loop or a shared pool.
-        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrape-parse")
+        # Parsing, storing and reading samples: one thread of its own, never the event loop or a
+        # shared pool, and one thread only, so the ring is never read while it is written.
+        self._parser = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrape-samples")
         self.last_errors: dict[str, str] = {}
 
     async def aclose(self) -> None:
@@ -99,8 +106,11 @@ class ScrapeSource:
         """Scrape every target once; returns how many answered. Failures are kept per target."""
         targets = list(self._targets())
         results = await asyncio.gather(*(self._scrape(t) for t in targets))
-        self._forget_old(self._clock())
+        await self._on_worker(self._forget_old, self._clock())
         return sum(results)
+
+    async def _on_worker(self, job: Callable[..., _T], *args: object) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._parser, job, *args)
 
     async def run(self, interval_seconds: float, stop: asyncio.Event) -> None:
         """Scrape every ``interval_seconds`` until ``stop`` is set."""
@@ -114,16 +124,12 @@ class ScrapeSource:
         try:
             async with asyncio.timeout(self._timeout):
                 text = await self._fetch(target.url)
-            samples = await asyncio.get_running_loop().run_in_executor(
-                self._parser,
-                lambda: parse_exposition(text, target.labels, max_series=self._max_series),
-            )
+            await self._on_worker(self.ingest, text, target.labels, at)
         except (httpx.HTTPError, ScrapeTooLarge, TimeoutError, ValueError) as exc:
             # ValueError: the parser's word for text that is not the exposition format.
             self.last_errors[target.url] = str(exc) or type(exc).__name__
             return False
         self.last_errors.pop(target.url, None)
-        self._store(samples, at)
         return True
 
     async def _fetch(self, url: str) -> str:
@@ -139,8 +145,9 @@ class ScrapeSource:
                 chunks.append(chunk)
         return b"".join(chunks).decode("utf-8", errors="replace")
 
-    def ingest(self, text: str, target_labels: Mapping[str, str], *, at: float) -> None:
-        """Add one scrape's samples (exposition text) at time ``at``."""
+    def ingest(self, text: str, target_labels: Mapping[str, str], at: float) -> None:
+        """Add one scrape's samples (exposition text) at time ``at`` (on the worker thread, or
+        where nothing else touches this source)."""
         self._store(parse_exposition(text, target_labels, max_series=self._max_series), at)
 
     def _store(self, samples: Iterable[Sample], at: float) -> None:
@@ -173,15 +180,50 @@ class ScrapeSource:
                 + "; ".join(f"{url}: {err}" for url, err in sorted(self.last_errors.items()))
             )
         stop = self._clock() if end is None else end
+        wanted = tuple(percentiles)
+        return await self._on_worker(self._observe, tuple(matchers), window_seconds, wanted, stop)
+
+    def _observe(
+        self,
+        matchers: tuple[LabelMatcher, ...],
+        window_seconds: float,
+        percentiles: tuple[int, ...],
+        stop: float,
+    ) -> ObservationResult:
+        """On the worker thread: select the series with RE2, then evaluate them as PromQL
+        would (``core.signals``, given the selected series and no matcher left to apply)."""
+        selected = select_series(self._series, matchers)
         start = stop - window_seconds
         results = {
-            q: signals.evaluate_on_series(q, self._series, matchers=matchers, start=start, end=stop)
+            q: signals.evaluate_on_series(q, selected, matchers=(), start=start, end=stop)
             for q in signals.queries_for(percentiles)
         }
         return signals.assemble(
             results,
             window_seconds=window_seconds,
-            cache_config=signals.cache_config_from_series(
-                self._series, matchers, start=start, end=stop
-            ),
+            cache_config=signals.cache_config_from_series(selected, (), start=start, end=stop),
         )
+
+
+def select_series(
+    series: Mapping[signals.SeriesKey, deque[Point]], matchers: Sequence[LabelMatcher]
+) -> dict[signals.SeriesKey, deque[Point]]:
+    """The series the matchers select, with PromQL's semantics (a missing label is "", regexes
+    are anchored) and RE2's linear-time regular expressions, as Prometheus itself uses."""
+    try:
+        compiled = [(m, re2.compile(m.value) if m.op in ("=~", "!~") else None) for m in matchers]
+    except re2.error as exc:
+        raise QueryFailed(f"a label matcher is not an RE2 regular expression: {exc}") from exc
+
+    def keep(labels: signals.Labels) -> bool:
+        values = dict(labels)
+        for m, pattern in compiled:
+            value = values.get(m.label, "")
+            if pattern is None:
+                if (value == m.value) != (m.op == "="):
+                    return False
+            elif (pattern.fullmatch(value) is not None) != (m.op == "=~"):
+                return False
+        return True
+
+    return {key: points for key, points in series.items() if keep(key[1])}
