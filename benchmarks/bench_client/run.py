@@ -1,7 +1,7 @@
 """Can the bench client time 256 concurrent streams without becoming the bottleneck?
 
 Spawns fake_server.py as its own process (pinned to the other core when there are two) and
-runs ``latency_tuner.bench.run_benchmark`` in this process against it:
+runs ``latency_tuner.loadgen.run_benchmark`` in this process against it:
 
 * baseline  - 1 stream: ITL/TTFT with no client load at all;
 * steady    - N streams (default 256) sustained: open loop at the rate that keeps N requests
@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from latency_tuner.bench import BenchConfig, BenchResult, run_benchmark
+from latency_tuner.loadgen import BenchConfig, BenchResult, run_benchmark
 
 HERE = Path(__file__).resolve().parent
 

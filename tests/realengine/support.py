@@ -9,12 +9,12 @@ import time
 from dataclasses import dataclass
 
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
-from latency_tuner.bench.config import BenchConfig
-from latency_tuner.bench.results import BenchResult
-from latency_tuner.bench.runner import run_benchmark
 from latency_tuner.core.knobs import Change, apply
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.promql import default_matchers
+from latency_tuner.loadgen.config import BenchConfig
+from latency_tuner.loadgen.results import BenchResult
+from latency_tuner.loadgen.runner import run_benchmark
 from latency_tuner.realengine.server import VllmServer
 from latency_tuner.sandbox.prometheus import PrometheusRunner, Target
 from latency_tuner.vllm.args import VllmCommandLine

@@ -22,12 +22,12 @@ import pytest
 from tests.realengine.support import args_after, deployment_line, measure
 from tests.unit.core.builders import knobs, objectives
 
-from latency_tuner.bench.config import BenchConfig
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.planner import plan
+from latency_tuner.loadgen.config import BenchConfig
 from latency_tuner.realengine.server import VllmServer
 from latency_tuner.sandbox.prometheus import PrometheusRunner
 

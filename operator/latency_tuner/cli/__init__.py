@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "crd": ("latency_tuner.cli.crd", "print the LatencyTarget CRD generated from the models"),
     "sim": ("latency_tuner.cli.sim", "run a vLLM stand-in (no GPU); `sim predict` estimates"),
     "bench": ("latency_tuner.cli.bench", "measure TTFT/ITL of an OpenAI-compatible endpoint"),
-    "diagnose": ("latency_tuner.diagnose_cli", "diagnose a vLLM Deployment from its metrics"),
+    "diagnose": ("latency_tuner.cli.diagnose", "diagnose a vLLM Deployment from its metrics"),
     "run": ("latency_tuner.handlers.cli", "run the operator"),
     "demo": ("latency_tuner.cli.demo", "run the whole loop locally: no cluster, no GPU"),
     "benchmark": ("latency_tuner.cli.benchmark", "convergence and scale benchmarks"),

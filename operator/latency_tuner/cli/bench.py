@@ -9,10 +9,10 @@ import os
 import signal
 import sys
 
-from latency_tuner.bench.config import BenchConfig
-from latency_tuner.bench.report import ProgressLine, render_text
-from latency_tuner.bench.results import BenchResult
-from latency_tuner.bench.runner import BenchError, run_benchmark
+from latency_tuner.loadgen.config import BenchConfig
+from latency_tuner.loadgen.report import ProgressLine, render_text
+from latency_tuner.loadgen.results import BenchResult
+from latency_tuner.loadgen.runner import BenchError, run_benchmark
 
 DESCRIPTION = """\
 Measure TTFT, inter-token latency (ITL), TPOT and end-to-end latency of an OpenAI-compatible

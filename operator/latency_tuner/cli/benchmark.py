@@ -16,11 +16,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from latency_tuner.benchmarks import report
-from latency_tuner.benchmarks.baselines import optuna_available
-from latency_tuner.benchmarks.scenario import ScenarioError, load_suite
-from latency_tuner.benchmarks.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
-from latency_tuner.benchmarks.world import WorldKind
+from latency_tuner.convergence import report
+from latency_tuner.convergence.baselines import optuna_available
+from latency_tuner.convergence.scenario import ScenarioError, load_suite
+from latency_tuner.convergence.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
+from latency_tuner.convergence.world import WorldKind
 
 _REPO_SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 

@@ -9,7 +9,7 @@ inside functions so the operator's venv can type-check this file without them):
 
 What it writes: random weights (seeded, so two builds are identical) saved with
 ``transformers``; a byte-level BPE tokenizer trained with ``tokenizers`` on text generated here
-from the bench's prompt vocabulary (``latency_tuner.bench.prompts``), so every bench word is one
+from the bench's prompt vocabulary (``latency_tuner.loadgen.prompts``), so every bench word is one
 token and ``latency-tuner bench``'s "1 token = 1 word" holds on the real engine too; a ChatML
 chat template. Nothing is downloaded.
 
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from latency_tuner.bench.prompts import PromptFactory
+from latency_tuner.loadgen.prompts import PromptFactory
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # ChatML, as many chat models write it; vLLM renders it for /v1/chat/completions.

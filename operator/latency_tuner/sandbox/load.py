@@ -1,6 +1,6 @@
 """Background load for a sandbox scenario: the bench client behind a tiny round-robin "Service".
 
-``BackgroundLoad`` runs ``latency_tuner.bench.run_benchmark`` with no end (until stopped)
+``BackgroundLoad`` runs ``latency_tuner.loadgen.run_benchmark`` with no end (until stopped)
 against ``ServiceProxy``, an HTTP proxy on 127.0.0.1 that sends each request to the next ready
 pod of the Deployment, as a ClusterIP Service would. Pods come and go in rollouts; the proxy
 asks for the current endpoints on every request, so the load follows them without restarts
@@ -24,7 +24,7 @@ from typing import Self
 import aiohttp
 from aiohttp import web
 
-from latency_tuner.bench import BenchConfig, BenchResult, Progress, run_benchmark
+from latency_tuner.loadgen import BenchConfig, BenchResult, Progress, run_benchmark
 from latency_tuner.sandbox.prometheus import free_port
 from latency_tuner.sandbox.scenario import Load
 

@@ -1,6 +1,6 @@
 """A deterministic pseudo-tokenizer over real text, so that prefix caching sees real prefixes.
 
-Rules (documented, stable, shared with ``latency_tuner.bench.prompts``):
+Rules (documented, stable, shared with ``latency_tuner.loadgen.prompts``):
 - one token per whitespace-separated word; a word longer than ``MAX_PIECE`` characters is split
   every ``MAX_PIECE`` characters (a real BPE splits long words too);
 - a token id is a stable hash (blake2b) of the piece, folded into a 128k vocabulary, so the same

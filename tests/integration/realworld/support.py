@@ -29,10 +29,10 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from latency_tuner.bench.config import BenchConfig
-from latency_tuner.bench.results import BenchResult
-from latency_tuner.bench.runner import run_benchmark
 from latency_tuner.core.prommath import histogram_quantile
+from latency_tuner.loadgen.config import BenchConfig
+from latency_tuner.loadgen.results import BenchResult
+from latency_tuner.loadgen.runner import run_benchmark
 from latency_tuner.sandbox.prometheus import PrometheusRunner, Target, binary, free_port
 
 NAMESPACE = "ml"

@@ -32,10 +32,10 @@ from tests.integration.realworld.support import (
 
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
 from latency_tuner.adapters.metrics.scrape import ScrapeSource, ScrapeTarget
-from latency_tuner.bench.results import BenchResult
-from latency_tuner.bench.stats import Summary
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.promql import default_matchers
+from latency_tuner.loadgen.results import BenchResult
+from latency_tuner.loadgen.stats import Summary
 from latency_tuner.sandbox.prometheus import PrometheusRunner
 from latency_tuner.vllm.metrics import ITL_BUCKETS, TTFT_BUCKETS
 

@@ -32,7 +32,7 @@ from tests.integration.realworld.support import (
     write_yaml,
 )
 
-from latency_tuner.bench.results import BenchResult
+from latency_tuner.loadgen.results import BenchResult
 from latency_tuner.sandbox.prometheus import free_port
 from latency_tuner.simulator.config import build_engine_config
 from latency_tuner.simulator.predict import predict

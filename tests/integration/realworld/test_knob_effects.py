@@ -28,7 +28,7 @@ from tests.integration.realworld.support import (
     start_servers,
 )
 
-from latency_tuner.bench.results import BenchResult
+from latency_tuner.loadgen.results import BenchResult
 from latency_tuner.simulator.config import build_engine_config
 from latency_tuner.simulator.engine import VirtualEngine
 from latency_tuner.simulator.predict import predict

@@ -7,9 +7,9 @@ import json
 import pytest
 from tests.unit.bench.support import MODEL, FakeServer
 
-from latency_tuner.bench.report import ProgressLine
-from latency_tuner.bench.results import Progress
 from latency_tuner.cli import bench as cli
+from latency_tuner.loadgen.report import ProgressLine
+from latency_tuner.loadgen.results import Progress
 
 
 def argv(server: FakeServer, *extra: str) -> list[str]:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_tuner.bench import BenchConfig
+from latency_tuner.loadgen import BenchConfig
 
 
 @pytest.mark.parametrize(

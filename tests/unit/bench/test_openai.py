@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import json
 
-from latency_tuner.bench.openai import Chunk, Usage, first_model_id, parse_chunk, request_body
+from latency_tuner.loadgen.openai import Chunk, Usage, first_model_id, parse_chunk, request_body
 
 
 def test_a_completions_chunk_gives_its_text() -> None:

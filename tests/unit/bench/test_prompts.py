@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_tuner.bench.prompts import PromptFactory
+from latency_tuner.loadgen.prompts import PromptFactory
 
 
 def test_every_prompt_has_the_asked_number_of_words() -> None:

@@ -9,7 +9,7 @@ import time
 import pytest
 from tests.unit.bench.support import MODEL, FakeServer
 
-from latency_tuner.bench import BenchConfig, BenchError, Progress, run_benchmark
+from latency_tuner.loadgen import BenchConfig, BenchError, Progress, run_benchmark
 
 
 def config(server: FakeServer, **overrides: object) -> BenchConfig:

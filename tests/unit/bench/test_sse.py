@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_tuner.bench.sse import SseDecoder, SseEvent
+from latency_tuner.loadgen.sse import SseDecoder, SseEvent
 
 STREAM = (
     b": keep-alive comment\n\n"

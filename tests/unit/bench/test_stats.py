@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from latency_tuner.bench.stats import percentile, summarize
+from latency_tuner.loadgen.stats import percentile, summarize
 
 samples = st.lists(
     st.floats(min_value=0.0, max_value=1e4, allow_nan=False, allow_infinity=False),

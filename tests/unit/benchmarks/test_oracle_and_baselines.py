@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from latency_tuner.benchmarks import baselines, oracle
-from latency_tuner.benchmarks.evaluate import Failed, Measured, Result
-from latency_tuner.benchmarks.scenario import Scenario, parse_scenario
-from latency_tuner.benchmarks.space import Point, build_space
+from latency_tuner.convergence import baselines, oracle
+from latency_tuner.convergence.evaluate import Failed, Measured, Result
+from latency_tuner.convergence.scenario import Scenario, parse_scenario
+from latency_tuner.convergence.space import Point, build_space
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation
 from latency_tuner.scenario import latency_target, vllm_deployment

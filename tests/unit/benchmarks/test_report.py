@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from latency_tuner.benchmarks.report import (
+from latency_tuner.convergence.report import (
     load_json,
     method_stats,
     percentile,
@@ -15,7 +15,7 @@ from latency_tuner.benchmarks.report import (
     table,
     to_json,
 )
-from latency_tuner.benchmarks.suite import JobResult, MethodOutcome
+from latency_tuner.convergence.suite import JobResult, MethodOutcome
 
 
 def outcome(

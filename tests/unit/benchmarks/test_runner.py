@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from latency_tuner.benchmarks.operator_run import run_operator
-from latency_tuner.benchmarks.scenario import parse_scenario
-from latency_tuner.benchmarks.virtual import (
+from latency_tuner.controller.deployment import DeploymentView
+from latency_tuner.controller.reconciler import Outcome, Reconciler
+from latency_tuner.convergence.operator_run import run_operator
+from latency_tuner.convergence.scenario import parse_scenario
+from latency_tuner.convergence.virtual import (
     MemoryLatencyTargets,
     VirtualDeployment,
     VirtualDeployments,
     VirtualNode,
 )
-from latency_tuner.benchmarks.world import make_world
-from latency_tuner.controller.deployment import DeploymentView
-from latency_tuner.controller.reconciler import Outcome, Reconciler
+from latency_tuner.convergence.world import make_world
 from latency_tuner.scenario import latency_target, vllm_deployment
 
 # 24 req/s of short chats queue behind max-num-seqs 8 on an H100; 16 slots are enough.

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from latency_tuner.benchmarks.scenario import (
+from latency_tuner.convergence.scenario import (
     MAX_SPACE,
     ScenarioError,
     load_suite,
     parse_scenario,
 )
-from latency_tuner.benchmarks.space import build_space
+from latency_tuner.convergence.space import build_space
 from latency_tuner.scenario import latency_target, vllm_deployment
 
 SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"

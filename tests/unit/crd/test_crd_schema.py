@@ -10,7 +10,7 @@ from typing import Any
 import celpy
 import kubernetes_validate
 import pytest
-import re2  # type: ignore[import-untyped]
+import re2
 
 from latency_tuner.api import parse_duration
 from latency_tuner.api.durations import DURATION_PATTERN

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from latency_tuner.diagnose_cli import EXIT_NOT_VLLM, EXIT_UNREACHABLE, EXIT_USAGE, main
+from latency_tuner.cli.diagnose import EXIT_NOT_VLLM, EXIT_UNREACHABLE, EXIT_USAGE, main
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens
 

@@ -20,7 +20,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from latency_tuner.benchmarks.scenario import Workload
+from latency_tuner.convergence.scenario import Workload
 from latency_tuner.simulator.cost import Efficiencies
 
 WorldKind = Literal["matched", "perturbed"]

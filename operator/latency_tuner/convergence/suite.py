@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from latency_tuner.benchmarks import baselines, oracle
-from latency_tuner.benchmarks.evaluate import Evaluator
-from latency_tuner.benchmarks.operator_run import RunResult, run_operator
-from latency_tuner.benchmarks.scenario import Scenario, expectation
-from latency_tuner.benchmarks.space import build_space
-from latency_tuner.benchmarks.world import WorldKind, make_world
+from latency_tuner.convergence import baselines, oracle
+from latency_tuner.convergence.evaluate import Evaluator
+from latency_tuner.convergence.operator_run import RunResult, run_operator
+from latency_tuner.convergence.scenario import Scenario, expectation
+from latency_tuner.convergence.space import build_space
+from latency_tuner.convergence.world import WorldKind, make_world
 
 METHODS = ("operator", "grid", "random", "tpe")
 DEFAULT_BUDGET = 12

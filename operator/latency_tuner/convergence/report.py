@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from latency_tuner.benchmarks.suite import JobResult, MethodOutcome
+from latency_tuner.convergence.suite import JobResult, MethodOutcome
 
 QUALITY_GAP = 0.10
 

@@ -10,10 +10,10 @@ It must never import anything of the operator (``latency_tuner.api``, ``core``, 
 ``handlers``) nor the simulator: it only knows the wire protocol, so it measures any server.
 """
 
-from latency_tuner.bench.config import BenchConfig
-from latency_tuner.bench.results import BenchResult, ErrorSample, Progress, RequestRecord
-from latency_tuner.bench.runner import BenchError, run_benchmark, stream_request
-from latency_tuner.bench.stats import Summary, percentile, summarize
+from latency_tuner.loadgen.config import BenchConfig
+from latency_tuner.loadgen.results import BenchResult, ErrorSample, Progress, RequestRecord
+from latency_tuner.loadgen.runner import BenchError, run_benchmark, stream_request
+from latency_tuner.loadgen.stats import Summary, percentile, summarize
 
 __all__ = [
     "BenchConfig",

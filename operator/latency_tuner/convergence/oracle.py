@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from latency_tuner.benchmarks.evaluate import Measured, Measurer, meets
-from latency_tuner.benchmarks.space import Point
+from latency_tuner.convergence.evaluate import Measured, Measurer, meets
+from latency_tuner.convergence.space import Point
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import score

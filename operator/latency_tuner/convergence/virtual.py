@@ -22,14 +22,14 @@ from typing import Any
 from latency_tuner.api.resource import LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
-from latency_tuner.benchmarks.evaluate import Failed, engine_config
-from latency_tuner.benchmarks.measure import DEPLOYMENT, NAMESPACE, SCRAPE_SECONDS, Pod, Recorder
-from latency_tuner.benchmarks.scenario import Scenario
-from latency_tuner.benchmarks.space import start_container
-from latency_tuner.benchmarks.world import Load, World
 from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, DeploymentView
 from latency_tuner.controller.errors import StaleWrite
 from latency_tuner.controller.ports import MetricsSource, NodeGpu, Ports
+from latency_tuner.convergence.evaluate import Failed, engine_config
+from latency_tuner.convergence.measure import DEPLOYMENT, NAMESPACE, SCRAPE_SECONDS, Pod, Recorder
+from latency_tuner.convergence.scenario import Scenario
+from latency_tuner.convergence.space import start_container
+from latency_tuner.convergence.world import Load, World
 from latency_tuner.core.cluster import ContainerConfig, PodFacts
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import LabelMatcher

@@ -20,8 +20,8 @@ from array import array
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from latency_tuner.bench.config import BenchConfig
-from latency_tuner.bench.stats import Summary, summarize
+from latency_tuner.loadgen.config import BenchConfig
+from latency_tuner.loadgen.stats import Summary, summarize
 
 NS = 1_000_000_000
 MAX_ERROR_SAMPLES = 5

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from latency_tuner.api.spec import QuantizationVariant
-from latency_tuner.benchmarks.scenario import Scenario
+from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.config_view import view
 from latency_tuner.core.evidence import Bottleneck

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from latency_tuner.api.spec import Objectives
-from latency_tuner.benchmarks.measure import SCRAPE_SECONDS, Pod, Recorder
-from latency_tuner.benchmarks.scenario import Scenario
-from latency_tuner.benchmarks.world import Load, World
+from latency_tuner.convergence.measure import SCRAPE_SECONDS, Pod, Recorder
+from latency_tuner.convergence.scenario import Scenario
+from latency_tuner.convergence.world import Load, World
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation, ObservationResult
 from latency_tuner.core.score import Score, score

@@ -26,17 +26,17 @@ from typing import Any
 
 import httpx
 
-from latency_tuner.bench.config import BenchConfig
-from latency_tuner.bench.openai import (
+from latency_tuner.loadgen.config import BenchConfig
+from latency_tuner.loadgen.openai import (
     DONE,
     endpoint_path,
     first_model_id,
     parse_chunk,
     request_body,
 )
-from latency_tuner.bench.prompts import PromptFactory
-from latency_tuner.bench.results import NS, Aggregate, BenchResult, Progress, RequestRecord
-from latency_tuner.bench.sse import SseDecoder, SseEvent
+from latency_tuner.loadgen.prompts import PromptFactory
+from latency_tuner.loadgen.results import NS, Aggregate, BenchResult, Progress, RequestRecord
+from latency_tuner.loadgen.sse import SseDecoder, SseEvent
 
 ProgressCallback = Callable[[Progress], None]
 ERROR_BODY_CHARS = 300

@@ -19,10 +19,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 
-from latency_tuner.benchmarks.evaluate import Measured, Measurer, meets
-from latency_tuner.benchmarks.operator_run import RunResult
-from latency_tuner.benchmarks.space import Point, dimensions, start_container
-from latency_tuner.benchmarks.virtual import STARTUP_SECONDS
+from latency_tuner.convergence.evaluate import Measured, Measurer, meets
+from latency_tuner.convergence.operator_run import RunResult
+from latency_tuner.convergence.space import Point, dimensions, start_container
+from latency_tuner.convergence.virtual import STARTUP_SECONDS
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import score

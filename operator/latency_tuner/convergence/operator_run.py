@@ -17,18 +17,18 @@ import asyncio
 from dataclasses import dataclass, field
 
 from latency_tuner.api.status import LatencyTargetStatus, Phase
-from latency_tuner.benchmarks.evaluate import meets
-from latency_tuner.benchmarks.measure import NAMESPACE
-from latency_tuner.benchmarks.scenario import Scenario
-from latency_tuner.benchmarks.virtual import (
+from latency_tuner.controller.gather import percentiles
+from latency_tuner.controller.reconciler import Reconciler
+from latency_tuner.convergence.evaluate import meets
+from latency_tuner.convergence.measure import NAMESPACE
+from latency_tuner.convergence.scenario import Scenario
+from latency_tuner.convergence.virtual import (
     STARTUP_SECONDS,
     TARGET,
     VirtualDeployment,
     virtual_ports,
 )
-from latency_tuner.benchmarks.world import World
-from latency_tuner.controller.gather import percentiles
-from latency_tuner.controller.reconciler import Reconciler
+from latency_tuner.convergence.world import World
 from latency_tuner.core.cluster import ContainerConfig
 
 RECONCILE_SECONDS = 10.0  # the operator's timer interval, in virtual seconds

@@ -51,7 +51,7 @@ def expectation(scenario: Scenario) -> str:
 
 def _runtime_problems(s: Scenario) -> list[str]:
     """What only the simulator and the space can tell: model, starting arguments, space."""
-    from latency_tuner.benchmarks.space import SpaceError, build_space  # a cycle otherwise
+    from latency_tuner.convergence.space import SpaceError, build_space  # a cycle otherwise
 
     if s.workload.arrival != "closed" and s.workload.users is not None:
         return ["workload.users: the benchmark does not cap open (poisson, bursty) arrivals"]

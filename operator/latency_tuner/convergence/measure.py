@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 
-from latency_tuner.benchmarks.world import Load, Request, World
+from latency_tuner.convergence.world import Load, Request, World
 from latency_tuner.core import signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import default_matchers

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from latency_tuner.bench.results import BenchResult, Progress
-from latency_tuner.bench.stats import Summary
+from latency_tuner.loadgen.results import BenchResult, Progress
+from latency_tuner.loadgen.stats import Summary
 
 
 def _ms(value: float | None) -> str:
