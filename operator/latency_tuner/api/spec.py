@@ -1,5 +1,8 @@
 """The LatencyTarget spec: what the user asks for and what the operator may change.
 
+(Past 500 lines on purpose: the CRD is generated from this module, section by section, and each
+field's docstring is its `kubectl explain` text; splitting it would scatter one schema.)
+
 Every check here explains itself in the user's words, and the same facts are mirrored in the
 CRD schema (patterns, enums, bounds, CEL rules) so the API server refuses what the operator
 would refuse. Field docstrings become the CRD descriptions that ``kubectl explain`` prints.

@@ -1,5 +1,8 @@
 """The simulated engine: scheduler + cost model + an injected clock.
 
+(Past 500 lines on purpose: the step loop, request lifecycle and metric recording share the
+engine's state; the scheduler, cost model, KV cache and metrics families are modules apart.)
+
 ``EngineCore`` is synchronous and clock-free: ``begin_step(now)`` schedules and prices a step
 with ``CostModel.step_time``; ``finish_step(step, end)`` applies it at ``end`` (tokens out,
 requests finished, stats recorded). Two drivers move time:

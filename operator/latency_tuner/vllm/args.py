@@ -1,5 +1,8 @@
 """The command line of a vLLM server container: read it, change one flag, write it back.
 
+(Past 500 lines on purpose: reading, changing and rendering one command line share its token
+model and belong together; the flag tables, launch forms and shell reader are already apart.)
+
 ``VllmCommandLine.parse(command, args)`` takes a container's ``command`` and ``args`` in any of
 the forms seen in Deployments:
 

@@ -1,5 +1,8 @@
 """What a vLLM server actually runs with: flag values after vLLM's own defaults.
 
+(Past 500 lines on purpose: one table of defaults per vLLM release and the reasons given for
+each value read best in one place.)
+
 A command line that omits ``--max-num-batched-tokens`` still runs with some value; which one
 depends on the engine generation and the GPU. This module knows those defaults (from
 ``vllm/engine/arg_utils.py`` ``_set_default_args`` and ``vllm/config/*.py``):
