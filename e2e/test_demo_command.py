@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.integration.sandbox.support import alive
 
 pytestmark = pytest.mark.e2e
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -35,14 +36,6 @@ def descendants(root: int) -> set[int]:
         frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 class Demo:
