@@ -179,6 +179,7 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
         if url is None:
             raise MetricsError("no Prometheus URL configured")
         if url not in sources:
+            _forget_oldest_tenant_source(sources, keep=config.prometheus_url)
             # The operator's credentials go to the operator's own Prometheus only, never to a
             # URL a LatencyTarget wrote.
             own = url == config.prometheus_url
@@ -197,6 +198,17 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
         return sources[url]
 
     return metrics_for
+
+
+# Each Prometheus has its own small thread pool; LatencyTargets naming many URLs of their own
+# must not make the operator hold a pool for every one of them.
+MAX_TENANT_SOURCES = 32
+
+
+def _forget_oldest_tenant_source(sources: dict[str, PrometheusSource], *, keep: str | None) -> None:
+    tenants = [url for url in sources if url != keep]
+    if len(tenants) >= MAX_TENANT_SOURCES:
+        sources.pop(tenants[0]).close()  # a target still using it gets a new one next time
 
 
 async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
