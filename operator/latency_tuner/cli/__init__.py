@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("latency_tuner.cli.diagnose", "diagnose a vLLM Deployment from its metrics"),
     "run": ("latency_tuner.handlers.cli", "run the operator"),
     "demo": ("latency_tuner.cli.demo", "run the whole loop locally: no cluster, no GPU"),
-    "benchmark": ("latency_tuner.cli.benchmark", "convergence and scale benchmarks"),
+    "benchmark": ("latency_tuner.cli.benchmark", "the convergence benchmark (virtual time)"),
     "realengine": ("latency_tuner.realengine.cli", "real vLLM on CPU: venv, tiny model, serve"),
 }
 

@@ -1,8 +1,10 @@
 """``latency-tuner benchmark convergence``: the scenario suite in virtual time, every method.
 
-Prints per method and world: success on feasible scenarios, median and p90 rollouts, the ratio
-to the operator, the gap to the oracle, the share at the minimum GPU count and the give-up rate
-on infeasible scenarios; optionally the per-scenario lines, the JSON of every run and a PNG.
+Prints per method (the operator, the blind planner, grid, random, TPE) and world (matched,
+perturbed, foreign): success on feasible scenarios, median and p90 rollouts, the ratio to the
+operator, the gap to the oracle's reference (the best of the cheapest knob class that meets),
+false successes and give-ups on infeasible scenarios; optionally the per-scenario lines, the
+JSON of every run and a PNG. ``generate`` writes the seeded part of the harder suite.
 TPE needs optuna and the plot matplotlib (the ``bench`` extra): without them the command says
 so and runs the rest.
 """
@@ -20,7 +22,7 @@ from latency_tuner.convergence import report
 from latency_tuner.convergence.baselines import optuna_available
 from latency_tuner.convergence.scenario import ScenarioError, load_suite
 from latency_tuner.convergence.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
-from latency_tuner.convergence.world import WorldKind
+from latency_tuner.convergence.world import WORLDS, WorldKind
 
 _REPO_SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 
@@ -28,8 +30,9 @@ _REPO_SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="latency-tuner benchmark",
-        description="Convergence benchmark: the operator's decision code against a grid sweep, "
-        "random search and Optuna TPE, with an exhaustive oracle, in virtual time.",
+        description="Convergence benchmark: the operator's reconcile loop against a blind "
+        "planner, a grid sweep, random search and Optuna TPE under one measurement protocol, "
+        "with an exhaustive steady-state oracle, in virtual time.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convergence", help="run the scenario suite")
@@ -38,7 +41,9 @@ def _parser() -> argparse.ArgumentParser:
         "--methods", default=",".join(METHODS), help="comma-separated: " + ",".join(METHODS)
     )
     c.add_argument("--seeds", type=int, default=2, help="seeds per scenario and world (default 2)")
-    c.add_argument("--worlds", default="matched,perturbed", help="matched, perturbed or both")
+    c.add_argument(
+        "--worlds", default=",".join(WORLDS), help="comma-separated: " + ",".join(WORLDS)
+    )
     c.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="rollouts per run")
     c.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     c.add_argument("--scenario", action="append", default=[], help="only this scenario (repeat)")
@@ -85,8 +90,8 @@ def main(argv: list[str]) -> int:
         methods.remove("tpe")
     worlds: list[WorldKind] = []
     for w in args.worlds.split(","):
-        if w not in ("matched", "perturbed"):
-            print(f"unknown world {w!r}: matched or perturbed", file=sys.stderr)
+        if w not in WORLDS:
+            print(f"unknown world {w!r}: one of {', '.join(WORLDS)}", file=sys.stderr)
             return 2
         worlds.append(w)
     try:
