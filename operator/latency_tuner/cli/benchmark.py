@@ -18,9 +18,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from latency_tuner.convergence import report
 from latency_tuner.convergence.baselines import optuna_available
-from latency_tuner.convergence.scenario import ScenarioError, load_suite
+from latency_tuner.convergence.generate import generate
+from latency_tuner.convergence.scenario import ScenarioError, load_suite, parse_scenario
 from latency_tuner.convergence.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
 from latency_tuner.convergence.world import WORLDS, WorldKind
 
@@ -51,6 +54,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json-out", type=Path, help="also write the JSON of every run to this file")
     c.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
     c.add_argument("--details", action="store_true", help="also print one line per run")
+    g = sub.add_parser("generate", help="write the seeded part of the harder suite as YAML files")
+    g.add_argument("--seed", type=int, default=1, help="the generator's seed (default 1)")
+    g.add_argument("--count", type=int, default=50, help="scenarios to draw (default 50)")
+    g.add_argument("--out", type=Path, required=True, help="directory to write them to")
     r = sub.add_parser("report", help="print the report of a run saved with --json-out")
     r.add_argument("file", type=Path)
     r.add_argument("--details", action="store_true", help="also print one line per run")
@@ -73,10 +80,26 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    for data in generate(args.seed, args.count):
+        try:
+            parse_scenario(data, data["name"])
+        except ScenarioError as exc:
+            print(f"generated an invalid scenario: {exc}", file=sys.stderr)
+            return 1
+        path = args.out / f"{data['name']}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    print(f"{args.count} scenarios written to {args.out}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _report(args)
+    if args.command == "generate":
+        return _generate(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
