@@ -14,7 +14,7 @@
 - **One success rule.** A window meets every target with at least ``minRequests`` requests, and
   the window twice as long right after it agrees.
 - **The oracle measures steady state**: every allowed configuration on its own trace, after
-  ``steady_warmup`` (never a window with a cold start), over three windows.
+  ``steady_warmup`` (never a window with a cold start), over two windows.
 
 Pure arithmetic on virtual seconds.
 """
@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass
 
 TICK_SECONDS = 10.0  # the operator's timer interval: when anyone looks at the Deployment
-STEADY_MIN_WARMUP = 60.0  # the oracle skips at least this much after a pod starts
-STEADY_WINDOWS = 3  # the oracle's window, in evaluation windows
+STEADY_MIN_WARMUP = 45.0  # the oracle skips at least this much after a pod starts
+STEADY_WINDOWS = 2  # the oracle's window, in evaluation windows
 
 
 def next_look(t: float) -> float:
@@ -55,4 +55,4 @@ def confirm_window(judged: float, window: float) -> tuple[float, float]:
 def steady_warmup(settle: float, window: float) -> float:
     """How long after its start the oracle ignores a pod: cold caches, the first burst of a
     closed loop, the queue of the rollout."""
-    return max(STEADY_MIN_WARMUP, settle, 2 * window)
+    return max(STEADY_MIN_WARMUP, settle + window, 2 * window)
