@@ -59,18 +59,25 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--count", type=int, default=50, help="scenarios to draw (default 50)")
     g.add_argument("--out", type=Path, required=True, help="directory to write them to")
     r = sub.add_parser("report", help="print the report of a run saved with --json-out")
-    r.add_argument("file", type=Path)
+    r.add_argument("file", type=Path, nargs="+", help="one or more JSON files, one table")
     r.add_argument("--details", action="store_true", help="also print one line per run")
     r.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
     return p
 
 
 def _report(args: argparse.Namespace) -> int:
-    results, meta = report.load_json(args.file)
-    methods, budget = list(meta["methods"]), int(meta["budget"])
-    runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
-    print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
-          f"{meta['processes']} processes)\n")  # fmt: skip
+    results: list[JobResult] = []
+    methods: list[str] = []
+    budget = 0
+    for path in args.file:  # several runs (e.g. one per world) make one table
+        part, meta = report.load_json(path)
+        results.extend(part)
+        methods += [m for m in meta["methods"] if m not in methods]
+        budget = int(meta["budget"])
+        runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
+        print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
+              f"{meta['processes']} processes)")  # fmt: skip
+    print()
     print(report.table(report.all_stats(results, methods, budget), budget))
     if args.details:
         print()

@@ -275,6 +275,8 @@ def drift(rng: random.Random) -> dict[str, Any]:
 def kv_pressure(rng: random.Random) -> dict[str, Any]:
     key = rng.choice(["32b", "70b"])
     gpu = "H100-SXM" if key == "32b" else rng.choice(["H100-SXM", "H200"])
+    if key == "70b":
+        gpu = "H200"  # two H100s hold 70B's weights but too little KV for one 16k context
     gpus = 1 if key == "32b" else 2
     return _scenario(
         "kv-pressure", "Long contexts on little KV memory: preemptions and queueing.",
