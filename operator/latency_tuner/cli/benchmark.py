@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json-out", type=Path, help="also write the JSON of every run to this file")
     c.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
     c.add_argument("--details", action="store_true", help="also print one line per run")
+    c.add_argument(
+        "--in-order",
+        action="store_true",
+        help="run the jobs in suite order (default: largest spaces first, to balance workers)",
+    )
     g = sub.add_parser("generate", help="write the seeded part of the harder suite as YAML files")
     g.add_argument("--seed", type=int, default=1, help="the generator's seed (default 1)")
     g.add_argument("--count", type=int, default=50, help="scenarios to draw (default 50)")
@@ -61,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="print the report of a run saved with --json-out")
     r.add_argument("file", type=Path, nargs="+", help="one or more JSON files, one table")
     r.add_argument("--details", action="store_true", help="also print one line per run")
+    r.add_argument("--common", action="store_true", help="only scenarios run in every world")
     r.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
     return p
 
@@ -72,11 +78,19 @@ def _report(args: argparse.Namespace) -> int:
     for path in args.file:  # several runs (e.g. one per world) make one table
         part, meta = report.load_json(path)
         results.extend(part)
+        if meta.get("of_jobs", meta["jobs"]) != meta["jobs"]:
+            print(f"(partial: {meta['jobs']} of {meta['of_jobs']} runs)")
         methods += [m for m in meta["methods"] if m not in methods]
         budget = int(meta["budget"])
         runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
         print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
               f"{meta['processes']} processes)")  # fmt: skip
+    if args.common:
+        worlds = {r.world for r in results}
+        keep = {n for n in {r.scenario for r in results}
+                if {r.world for r in results if r.scenario == n} == worlds}  # fmt: skip
+        print(f"(only the {len(keep)} scenarios run in every world: {len(worlds)} worlds)")
+        results = [r for r in results if r.scenario in keep]
     print()
     print(report.table(report.all_stats(results, methods, budget), budget))
     if args.details:
@@ -137,24 +151,35 @@ def main(argv: list[str]) -> int:
     jobs = jobs_for(scenarios, seeds=args.seeds, methods=methods, budget=args.budget, worlds=worlds)
     started = time.perf_counter()
 
+    def meta_now(done: int) -> dict[str, object]:
+        return {
+            "command": "latency-tuner benchmark convergence " + " ".join(argv[1:]),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "scenarios": len(scenarios),
+            "jobs": done,
+            "of_jobs": len(jobs),
+            "seconds": round(time.perf_counter() - started, 1),
+            "processes": args.jobs,
+            "cpu": platform.processor() or platform.machine(),
+            "budget": args.budget,
+            "methods": methods,
+        }
+
+    finished: list[JobResult] = []
+
     def progress(r: JobResult, done: int, total: int) -> None:
         print(f"[{done}/{total}] {r.scenario} {r.world} seed {r.seed}: {r.seconds:.1f}s",
               file=sys.stderr, flush=True)  # fmt: skip
+        finished.append(r)
+        if args.json_out is not None:  # what is done so far survives an interrupted run
+            partial = sorted(finished, key=lambda x: (x.scenario, x.world, x.seed))
+            stats = report.all_stats(partial, methods, args.budget)
+            args.json_out.write_text(report.to_json(partial, stats, meta_now(done)) + "\n")
 
-    results = run_suite(jobs, processes=args.jobs, progress=progress)
+    results = run_suite(jobs, processes=args.jobs, progress=progress, in_order=args.in_order)
     elapsed = time.perf_counter() - started
     stats = report.all_stats(results, methods, args.budget)
-    meta = {
-        "command": "latency-tuner benchmark convergence " + " ".join(argv[1:]),
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "scenarios": len(scenarios),
-        "jobs": len(jobs),
-        "seconds": round(elapsed, 1),
-        "processes": args.jobs,
-        "cpu": platform.processor() or platform.machine(),
-        "budget": args.budget,
-        "methods": methods,
-    }
+    meta = meta_now(len(jobs))
     if args.json:
         print(report.to_json(results, stats, meta))
     else:

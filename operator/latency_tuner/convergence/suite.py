@@ -150,9 +150,11 @@ def run_suite(
     *,
     processes: int = 2,
     progress: Callable[[JobResult, int, int], None] | None = None,
+    in_order: bool = False,
 ) -> list[JobResult]:
-    """Run every job (in ``processes`` workers when more than one), longest spaces first."""
-    ordered = sorted(jobs, key=lambda j: -len(build_space(j.scenario)))
+    """Run every job (in ``processes`` workers when more than one), longest spaces first (in
+    the given order with ``in_order``: a partial run then covers a prefix of the suite)."""
+    ordered = list(jobs) if in_order else sorted(jobs, key=lambda j: -len(build_space(j.scenario)))
     results: list[JobResult] = []
     if processes <= 1:
         for job in ordered:
