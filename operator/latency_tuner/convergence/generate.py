@@ -124,7 +124,7 @@ def queue(rng: random.Random) -> dict[str, Any]:
         {"arrival": "closed", "users": rng.choice([48, 64, 96]), "promptTokens": prompt,
          "outputTokens": output, "spread": 0.3}
         if closed
-        else _open(rng, rng.uniform(6, 14), prompt, output)
+        else _open(rng, rng.uniform(16, 26), prompt, output)  # > start slots x 1 / e2e
     )  # fmt: skip
     itl = rng.choice([40, 50, 60]) * (1.6 if gpu == "L40S" else 1.0)
     return _scenario(
