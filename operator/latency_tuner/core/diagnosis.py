@@ -107,16 +107,18 @@ def _explain_defaults(
     """Which vLLM default applies to each flag the diagnosed bottlenecks' knobs touch, and why
     (the release and the GPU's memory decide some): the numbers the planner starts from."""
     wanted = tuple(CATALOG[e.knob].flag for c in causes for e in TABLE.get(c.bottleneck, ()))
-    for resolved in defaults.applied_defaults(
-        config, wanted, hardware=defaults_hardware(hardware), version=version
-    ):
+    gpu = defaults_hardware(hardware)
+    memory = gpu.memory_gib()
+    where = f"{gpu.gpu_product or 'an unknown GPU'}" + (f" ({memory:g} GiB)" if memory else "")
+    release = f"vLLM {version}" if version is not None else "vLLM (release unknown)"
+    for resolved in defaults.applied_defaults(config, wanted, hardware=gpu, version=version):
         if resolved.value is not None:
             number = resolved.value if isinstance(resolved.value, int | float) else None
             notes.fact(
                 Evidence(
                     f"default_{resolved.flag.replace('-', '_')}",
                     float(number) if number is not None else None,
-                    f"not on the command line: vLLM's default {resolved.describe()}",
+                    f"not on the command line: {release} on {where} runs {resolved.describe()}",
                 )
             )
 
