@@ -52,6 +52,11 @@ def _trial_line(trial: dict[str, Any]) -> str:
     )
 
 
+def _condition(status: dict[str, Any], type_: str) -> str:
+    found = [c for c in status.get("conditions", []) if c.get("type") == type_]
+    return f"{found[0]['status']} {found[0]['reason']}: {found[0]['message']}" if found else "-"
+
+
 def _converged(status: dict[str, Any]) -> bool:
     met = any(
         c.get("type") == "TargetsMet" and c.get("status") == "True"
@@ -112,6 +117,7 @@ async def test_the_operator_tunes_real_vllm_pods_rolls_back_a_refused_flag_and_r
         assert kept["after"]["ttftSeconds"] < kept["before"]["ttftSeconds"]
         assert status["diagnosis"]["bottleneck"] in ("Queueing", "None")
         print(f"tuned container: {' '.join(tuned)} ({time.monotonic() - began:.0f} s)")
+        print(f"MetricsAvailable: {_condition(status, 'MetricsAvailable')}")
 
         # 2. a flag real vLLM refuses
         target = await run.target()
@@ -130,6 +136,9 @@ async def test_the_operator_tunes_real_vllm_pods_rolls_back_a_refused_flag_and_r
         argv = await _serving(run, within=120)
         assert "--quantization" not in argv
         print(f"refused variant rolled back ({time.monotonic() - began:.0f} s)")
+        print(f"Degraded: {_condition(status, 'Degraded')}")
+        for evidence in status["diagnosis"]["evidence"]:
+            print(f"  diagnosis evidence: {evidence['text']}")
 
         # 3. delete with onDelete: Restore
         await run.sandbox.delete(LT_API, "LatencyTarget", run.name, run.sandbox.namespace)
