@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -298,9 +299,13 @@ async def cluster(
 
 
 @contextlib.asynccontextmanager
-async def operator_running(world: World, tmp_path: Path) -> AsyncIterator[None]:
+async def operator_running(
+    world: World, tmp_path: Path, *, real_metrics: bool = False, **settings_overrides: Any
+) -> AsyncIterator[None]:
     """The real operator (kopf, handlers, reconcile) watching the namespace, on an event loop
-    of its own in a thread, as it would run in its own process.
+    of its own in a thread, as it would run in its own process. ``real_metrics``: the metrics
+    sources the settings name (Prometheus over HTTP, or scrape), not the world's script;
+    ``settings_overrides``: fields of ``OperatorSettings``.
 
     Its own loop, because kopf counts every task created on its loop while it ran as its own
     and waits 5 s for them when it stops (the emulator's watch handlers among them): a test
@@ -315,8 +320,9 @@ async def operator_running(world: World, tmp_path: Path) -> AsyncIterator[None]:
         probe_port=0,
         kubeconfig=os.environ["KUBECONFIG"],
     )
+    settings = dataclasses.replace(settings, **settings_overrides)
     stop, ready = threading.Event(), threading.Event()
-    kwargs = run_kwargs(settings, metrics_for=world.metrics_for)
+    kwargs = run_kwargs(settings, metrics_for=None if real_metrics else world.metrics_for)
     failures: list[BaseException] = []
 
     def main() -> None:
