@@ -31,7 +31,7 @@ from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.testing.metrics import ScriptedMetrics, queueing_signals
 from latency_tuner.testing.rollouts import roll
-from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 NAMESPACE = "ml"
 DEPLOYMENT = "llama"
@@ -246,8 +246,17 @@ async def _controller(world: World, stop: asyncio.Event) -> None:
 
 async def _roll(world: World, dep: dict[str, Any]) -> None:
     name = dep["metadata"]["name"]
-    container = dep["spec"]["template"]["spec"]["containers"][0]
-    cl = VllmCommandLine.parse(container.get("command"), container.get("args"))
+    # The vLLM container wherever it is (a sidecar may come first); none: nothing serves.
+    cl, container = None, dep["spec"]["template"]["spec"]["containers"][0]
+    for candidate in dep["spec"]["template"]["spec"]["containers"]:
+        try:
+            cl = VllmCommandLine.of_container(
+                candidate.get("command"), candidate.get("args"), image=candidate.get("image")
+            )
+        except NotVllmError:
+            continue
+        container = candidate
+        break
     fingerprint = container_config(container, DEFAULT_GPU_RESOURCE).fingerprint()
     labels = dep["spec"]["template"]["metadata"]["labels"]
     pods = [
@@ -255,9 +264,9 @@ async def _roll(world: World, dep: dict[str, Any]) -> None:
         for p in await world.api.list_objects("v1", "Pod", namespace=NAMESPACE)
         if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
     ]
-    crash = world.crashes(cl)
+    crash = cl is not None and world.crashes(cl)
     await roll(world.api, dep, pod=f"{name}-{fingerprint[:10]}-x1", existing=pods, crash=crash)
-    if not crash:
+    if not crash and cl is not None:
         world.served.setdefault(name, []).append((time.time(), fingerprint, cl))
 
 
