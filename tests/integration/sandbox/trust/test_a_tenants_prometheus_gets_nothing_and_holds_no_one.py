@@ -312,13 +312,14 @@ async def test_every_vllm_series_at_1e308_gives_a_reason_never_silence(tmp_path:
 
 async def test_absurd_durations_and_numbers_are_refused_when_written(tmp_path: Path) -> None:
     async with cluster(tmp_path, queueing(by_seqs), ARGS) as world:
-        refusals = []
-        for field, value in [
+        refusals: list[str] = []
+        absurd: list[tuple[str, dict[str, Any]]] = [
             ("evaluation", {"settle": "100000000h"}),
             ("evaluation", {"window": "876000h"}),
             ("evaluation", {"minRequests": 10**12}),
             ("evaluation", {"maxTrials": 10**9}),
-        ]:
+        ]
+        for field, value in absurd:
             target = latency_target(f"absurd-{len(refusals)}")
             target["spec"][field] = {**target["spec"][field], **value}
             try:
