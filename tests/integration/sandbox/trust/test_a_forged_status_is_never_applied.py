@@ -101,9 +101,9 @@ async def test_a_forged_baseline_is_not_restored_on_delete_even_in_mode_off(
     shell = FORGERIES["a shell that downloads and runs a script"]
     async with cluster(tmp_path, queueing(by_seqs), ARGS) as world:
         await world.api.create(latency_target(knobs=SEQS_ONLY, mode="Off", onDelete="Restore"))
+        await forge_status(world, "llama-latency", forged_baseline(shell))
         async with operator_running(world, tmp_path):
-            await eventually(lambda: _observed_by_operator(world))
-            await forge_status(world, "llama-latency", forged_baseline(shell))
+            await eventually(lambda: _observed_with_baseline(world))
             await world.api.delete(LT_API, "LatencyTarget", "llama-latency", namespace=NAMESPACE)
             await eventually(lambda: _gone(world), within=20)
             refused = await posted(world, Reason.CHANGE_REFUSED)
@@ -119,9 +119,9 @@ async def test_a_true_baseline_is_still_restored_on_delete(tmp_path: Path) -> No
     changed = [MODEL, "--max-num-seqs", "64"]
     async with cluster(tmp_path, queueing(by_seqs), changed) as world:
         await world.api.create(latency_target(knobs=SEQS_ONLY, mode="Off", onDelete="Restore"))
+        await forge_status(world, "llama-latency", forged_baseline(RUNNING))
         async with operator_running(world, tmp_path):
-            await eventually(lambda: _observed_by_operator(world))
-            await forge_status(world, "llama-latency", forged_baseline(RUNNING))
+            await eventually(lambda: _observed_with_baseline(world))
             await world.api.delete(LT_API, "LatencyTarget", "llama-latency", namespace=NAMESPACE)
             await eventually(lambda: _gone(world), within=20)
             after = await running_container(world)
@@ -131,6 +131,12 @@ async def test_a_true_baseline_is_still_restored_on_delete(tmp_path: Path) -> No
 async def _observed_by_operator(world: World) -> bool:
     status = await world.status()
     return condition(status, "MetricsAvailable") is not None
+
+
+async def _observed_with_baseline(world: World) -> bool:
+    """Observed by the operator, with the forged baseline still in the status to restore."""
+    status = await world.status()
+    return condition(status, "MetricsAvailable") is not None and "baseline" in status
 
 
 async def _gone(world: World) -> bool:

@@ -13,6 +13,7 @@ from tests.integration.operator.harness import (
     SEQS_ONLY,
     by_seqs,
     cluster,
+    eventually,
     latency_target,
     operator_running,
     queueing,
@@ -50,6 +51,12 @@ async def test_metrics_and_probe_listen_on_the_configured_address_only(
             metrics_address=address,
             probe_address=address,
         ):
+
+            async def both_listening() -> bool:
+                # kopf opens the probe's socket a moment after it reports itself ready.
+                return bool(listening_addresses(metrics_port) and listening_addresses(probe_port))
+
+            await eventually(both_listening, within=15)
             metrics_on = listening_addresses(metrics_port)
             probe_on = listening_addresses(probe_port)
             async with httpx.AsyncClient() as http:
