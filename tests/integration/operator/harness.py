@@ -299,7 +299,7 @@ async def cluster(
 
 @contextlib.asynccontextmanager
 async def operator_running(
-    world: World, tmp_path: Path, *, prometheus_url: str | None = None
+    world: World, tmp_path: Path, *, prometheus_url: str | None = None, metrics_port: int = 0
 ) -> AsyncIterator[None]:
     """The real operator (kopf, handlers, reconcile) watching the namespace, on an event loop
     of its own in a thread, as it would run in its own process. With ``prometheus_url`` it
@@ -314,7 +314,8 @@ async def operator_running(
         namespaces=(NAMESPACE,),
         interval_seconds=0.3,
         standalone=True,
-        metrics_port=0,
+        metrics_port=metrics_port,
+        metrics_address="127.0.0.1",
         probe_port=0,
         kubeconfig=os.environ["KUBECONFIG"],
     )
