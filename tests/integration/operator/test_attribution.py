@@ -50,7 +50,7 @@ def worse_with_32(cl: VllmCommandLine) -> float:
     return 3.0 if int(cl.get("max-num-seqs") or 1024) == 32 else 2.0
 
 
-def patch_annotations(world: World) -> list[dict[str, str]]:
+def patch_annotations(world: World) -> list[dict[str, Any]]:
     """The annotations each PATCH of the Deployment set, in order, with the field manager."""
     path = f"/apis/{APPS}/namespaces/{NAMESPACE}/deployments/{DEPLOYMENT}"
     found = []
