@@ -39,6 +39,7 @@ from latency_tuner.controller.attribution import (
     FIELD_MANAGER,
     Action,
     change_annotations,
+    changed_arguments,
 )
 from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
@@ -293,6 +294,7 @@ async def _report_failure(body: kopf.Body, memo: kopf.Memo, exc: Exception) -> N
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     message = f"the reconcile failed ({type(exc).__name__}: {str(exc)[:300]}); retrying"
     note = Reason.RECONCILE_ERROR.note(message)
+    memo.metrics.events.labels(namespace, name, note.reason).inc()
     kopf.event(body, type=note.type, reason=note.reason, message=note.message)
     with contextlib.suppress(Exception):  # the status write may be what fails
         fresh = await memo.latencytargets.get(namespace=namespace, name=name)
@@ -373,6 +375,14 @@ async def _restore_locked(
     except Conflict as exc:
         raise kopf.TemporaryError("the Deployment changed while restoring", delay=2) from exc
     # kopf.event, not kopf.info: info is filtered by settings.posting.level (WARNING here).
-    note = Reason.RESTORED.note(f"restored the original arguments of Deployment {view.name}")
+    changes = "; ".join(changed_arguments(current, original))
+    note = Reason.RESTORED.note(
+        f"restored the original arguments of Deployment {view.name}: {changes}"
+    )
     kopf.event(body, type=note.type, reason=note.reason, message=note.message)
-    log.info("%s/%s: restored: %s", namespace, body["metadata"]["name"], annotations[CHANGE_CAUSE])
+    log.info(
+        "%s/%s: patched the Deployment: %s",
+        namespace,
+        body["metadata"]["name"],
+        annotations[CHANGE_CAUSE],
+    )

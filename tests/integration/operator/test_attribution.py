@@ -119,7 +119,7 @@ async def test_a_restore_on_delete_says_so_on_the_deployment(tmp_path: Path) -> 
 
             await eventually(kept, within=30, every=0.05)
             await world.api.delete(LT_API, "LatencyTarget", "llama-latency", namespace=NAMESPACE)
-            await posted(world, Reason.RESTORED)
+            (restored,) = await posted(world, Reason.RESTORED)
             deployment = await world.deployment()
     restore = patch_annotations(world)[-1]
     assert restore["manager"] == "latency-tuner"
@@ -131,6 +131,7 @@ async def test_a_restore_on_delete_says_so_on_the_deployment(tmp_path: Path) -> 
     assert re.search(r": --max-num-seqs: (32|64) -> 16$", restore["cause"])
     assert deployment["metadata"]["annotations"]["kubernetes.io/change-cause"] == restore["cause"]
     assert json.loads(restore["last"] or "{}")["action"] == "restore"
+    assert re.search(r"of Deployment llama: --max-num-seqs: (32|64) -> 16$", restored["message"])
 
 
 @pytest.fixture
