@@ -292,7 +292,8 @@ def _log_decisions(
 
 async def _report_failure(body: kopf.Body, memo: kopf.Memo, exc: Exception) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    message = f"the reconcile failed ({type(exc).__name__}: {str(exc)[:300]}); retrying"
+    first = (str(exc).strip().splitlines() or [""])[0][:300]  # one line, never a dump
+    message = f"the reconcile failed ({type(exc).__name__}: {first}); retrying"
     note = Reason.RECONCILE_ERROR.note(message)
     memo.metrics.events.labels(namespace, name, note.reason).inc()
     kopf.event(body, type=note.type, reason=note.reason, message=note.message)
