@@ -3,7 +3,7 @@ finalizer that restores the original arguments on deletion (``onDelete: Restore`
 
 Each handler is glue: it takes the clients from the memo, calls ``Reconciler.run`` under the
 object's lock (timers and change handlers may fire together), posts the events it returns (plus
-a Warning for each condition that turned bad: ``warnings``), logs every decision as one line
+a Warning for each condition that turned bad: ``condition_events``), logs every decision as one line
 naming the target, and records the operator's metrics. Clients live in the ``kopf.Memo``, never
 in module globals.
 """
@@ -45,7 +45,7 @@ from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.core.rollout import Note, Reason, baseline_container
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
-from latency_tuner.handlers.warnings import ConditionWarning, condition_warnings
+from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 

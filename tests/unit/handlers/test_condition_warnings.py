@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from latency_tuner.api.conditions import ConditionType, set_condition
 from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.core.rollout import Reason
-from latency_tuner.handlers.warnings import ConditionWarning, condition_warnings
+from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
