@@ -309,29 +309,38 @@ async def cluster(
 
 @contextlib.asynccontextmanager
 async def operator_running(
-    world: World, tmp_path: Path, *, real_metrics: bool = False, **settings_overrides: Any
+    world: World,
+    tmp_path: Path,
+    *,
+    prometheus_url: str | None = None,
+    metrics_port: int = 0,
+    real_metrics: bool = False,
+    **settings_overrides: Any,
 ) -> AsyncIterator[None]:
     """The real operator (kopf, handlers, reconcile) watching the namespace, on an event loop
-    of its own in a thread, as it would run in its own process. ``real_metrics``: the metrics
-    sources the settings name (Prometheus over HTTP, or scrape), not the world's script;
-    ``settings_overrides``: fields of ``OperatorSettings``.
+    of its own in a thread, as it would run in its own process. With ``prometheus_url`` (or
+    ``real_metrics``) it reads the metrics sources its settings name (that Prometheus over
+    HTTP, or scrape mode) instead of the world's script; ``settings_overrides``: other fields
+    of ``OperatorSettings``.
 
     Its own loop, because kopf counts every task created on its loop while it ran as its own
     and waits 5 s for them when it stops (the emulator's watch handlers among them): a test
     that stops and restarts the operator would wait for nothing.
     """
     settings = OperatorSettings(
-        prometheus_url="http://prometheus.invalid:9090",
+        prometheus_url=prometheus_url or "http://prometheus.invalid:9090",
         namespaces=(NAMESPACE,),
         interval_seconds=0.3,
         standalone=True,
-        metrics_port=0,
+        metrics_port=metrics_port,
+        metrics_address="127.0.0.1",
         probe_port=0,
         kubeconfig=os.environ["KUBECONFIG"],
     )
     settings = dataclasses.replace(settings, **settings_overrides)
     stop, ready = threading.Event(), threading.Event()
-    kwargs = run_kwargs(settings, metrics_for=None if real_metrics else world.metrics_for)
+    real = real_metrics or prometheus_url is not None
+    kwargs = run_kwargs(settings, metrics_for=None if real else world.metrics_for)
     failures: list[BaseException] = []
 
     def main() -> None:
