@@ -145,7 +145,8 @@ class Progress:
         line = " | ".join(parts)
         if line != self.last:
             self.last = line
-            print(f"[{time.monotonic() - self.started:6.1f}s] {line}", file=self.out, flush=True)
+            clock = format_duration(round(time.monotonic() - self.started, 1))
+            print(f"[{clock:>8}] {line}", file=self.out, flush=True)
 
 
 def objectives_of(scenario: Scenario) -> dict[str, Any]:
@@ -258,11 +259,13 @@ async def run_demo(
     trials = list(status.get("trials") or [])
     if interrupted:
         problems.append(
-            f"interrupted after {time.monotonic() - started:.0f} s "
+            f"interrupted after {format_duration(round(time.monotonic() - started))} "
             f"(phase {status.get('phase') or 'not started'}): a partial report"
         )
     elif not _finished(status):
-        problems.append(f"did not finish within {within:.0f} s (phase {status.get('phase')})")
+        problems.append(
+            f"did not finish within {format_duration(within)} (phase {status.get('phase')})"
+        )
     if expect is not None:
         if met != expect.feasible:
             problems.append(f"targetsMet is {met}, expected {expect.feasible} (expect.feasible)")

@@ -94,7 +94,8 @@ def markdown(result: DemoResult, plot_name: str | None) -> str:
         f"- Objectives: {json.dumps(result.objectives)}",
         f"- Observed at the end: TTFT {_seconds(result.observed.get('ttftSeconds'))}, "
         f"ITL {_seconds(result.observed.get('itlSeconds'))}",
-        f"- Trials: {len(result.trials)}; run time {result.duration_seconds:.0f} s; "
+        f"- Trials: {len(result.trials)}; "
+        f"run time {format_duration(round(result.duration_seconds))}; "
         f"metrics from {result.metrics_source}",
         f"- Expectations held: {'yes' if result.expectations_held else 'no'}"
         + ("" if not result.problems else " (" + "; ".join(result.problems) + ")"),
