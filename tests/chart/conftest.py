@@ -70,6 +70,7 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
         },
     },
     "without-admission-policy": {"admissionPolicy": {"enabled": False}},
+    "crds-upgraded-by-helm": {"crds": {"upgrade": True}},
     "json-logs": {"log": {"format": "json", "level": "debug"}},
     "scrape-without-nodes": {
         "metricsSource": "scrape",
