@@ -129,7 +129,11 @@ class Progress:
         observed = status.get("observed") or {}
         parts = [status.get("phase", "Pending")]
         if trial:
-            change = f"{trial.get('knob')} {trial.get('from')} -> {trial.get('to')}"
+            # Every argument the trial changes; older statuses only name the knob.
+            change = "; ".join(trial.get("changes") or []) or (
+                f"{trial.get('knob')} {trial.get('from') or '(default)'} -> "
+                f"{trial.get('to') or '(removed)'}"
+            )
             parts.append(f"trial {trial.get('id')}: {change}")
         for name in ("ttft", "itl"):
             goal = self.objectives.get(name)
