@@ -55,6 +55,11 @@ def _objectives(objectives: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "none"
 
 
+def _hours(hours: float) -> str:
+    # 2.50, but 0.0075 rather than 0.01: a short demo's trials are worth their digits.
+    return f"{hours:.2f}" if hours >= 1 else f"{hours:.2g}"
+
+
 def cost_lines(cost: TuningCost) -> list[str]:
     covered = (
         ""
@@ -65,7 +70,7 @@ def cost_lines(cost: TuningCost) -> list[str]:
         gpu = "unknown (the container sets no GPU limit)"
     else:
         gpu = (
-            f"{cost.gpu_hours:.2f} ({format_duration(round(cost.trial_seconds))} of trials x "
+            f"{_hours(cost.gpu_hours)} ({format_duration(round(cost.trial_seconds))} of trials x "
             f"{cost.gpus_per_pod} GPU(s) per pod x {cost.replicas} replica(s))"
         )
     return [
