@@ -249,6 +249,7 @@ class FileDeployments:
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
         raise UsageError("diagnose never changes a Deployment")
 
