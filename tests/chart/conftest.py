@@ -80,6 +80,7 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
         },
         "variantImages": ["registry.example/ml/", "ghcr.io/org/vllm-openai:"],
     },
+    "crds-upgraded-by-helm": {"crds": {"upgrade": True}},
     "json-logs": {"log": {"format": "json", "level": "debug"}},
     "scrape-without-nodes": {
         "metricsSource": "scrape",

@@ -19,6 +19,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Ready
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import (
+    changed_arguments,
     container_snapshot,
     diagnosis_status,
     metric_snapshot,
@@ -187,6 +188,7 @@ def _start_trial(
         previous_config_hash=config_hash(cl),
         from_container=container_snapshot(container),
         to_container=container_snapshot(target),
+        changes=changed_arguments(container, target),
         reason=change.reason,
     )
     r.update(
