@@ -14,6 +14,8 @@ from collections.abc import Collection
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from latency_tuner.api.durations import format_duration
+
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
 # needs the median and the tail (ITL p99/p50 shows prefill interference).
 BASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
@@ -165,7 +167,7 @@ class Observation(BaseModel):
         if not coarse:
             return None
         parts = ", ".join(
-            f"{name.replace('_p', ' p')} under {bound:g} s"
+            f"{name.replace('_p', ' p')} under {format_duration(bound)}"
             for name, bound in sorted(coarse.items())
         )
         return (

@@ -29,7 +29,7 @@ def test_a_target_on_a_quantile_inside_the_lowest_bucket_gets_a_warning() -> Non
     obs = healthy(itl={50: 0.005, 90: 0.009, 99: 0.03}, lowest_bucket_quantiles=COARSE_ITL)
     warning = lowest_bucket_warning(obs, objectives(itl="5ms", percentile=90))
     assert warning is not None
-    assert "itl p90 under 0.01 s" in warning
+    assert "itl p90 under 10ms" in warning
     assert "itl p50" not in warning  # not the target's percentile
     assert "interpolated" in warning
 
@@ -46,7 +46,7 @@ def test_the_diagnosis_warns_when_it_rests_on_an_interpolated_quantile() -> None
     d = diagnose(obs, objectives(itl="2ms"), command_line(), H100, knobs())
     (warning,) = [e for e in d.evidence if e.signal == "lowest_bucket_quantiles"]
     assert warning.text.startswith("warning: ")
-    assert "itl p50 under 0.01 s" in warning.text
+    assert "itl p50 under 10ms" in warning.text
     plain = diagnose(healthy(), objectives(itl="2ms"), command_line(), H100, knobs())
     assert not [e for e in plain.evidence if e.signal == "lowest_bucket_quantiles"]
 
@@ -67,7 +67,7 @@ def test_the_metrics_condition_message_warns_about_a_target_on_the_lowest_bucket
     itl_p90 = {"itl": {"percentile": 90, "threshold": "5ms"}}
     message = _measured_message(obs, itl_p90)
     assert message.startswith("600 requests in the last 5m")
-    assert "warning: itl p90 under 0.01 s" in message
+    assert "warning: itl p90 under 10ms" in message
     ttft_p90 = {"ttft": {"percentile": 90, "threshold": "500ms"}}
     assert "warning" not in _measured_message(obs, ttft_p90)
 
