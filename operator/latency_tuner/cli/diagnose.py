@@ -486,7 +486,9 @@ def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
         code, message = _problem(args, facts)
         print(f"latency-tuner diagnose: {message}", file=sys.stderr)
         return code
-    analysis = analyse(spec, facts.windows.current, facts.command_line, facts.hardware)
+    analysis = analyse(
+        spec, facts.windows.current, facts.command_line, facts.hardware, image=facts.container.image
+    )
     obs, diagnosis = analysis.window, analysis.diagnosis
     recommendation = recommend(analysis, facts, spec)
     if args.json:

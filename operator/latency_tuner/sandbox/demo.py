@@ -24,6 +24,7 @@ from latency_tuner.api.durations import format_duration
 from latency_tuner.report import TuningReport, build_report, objectives_of
 from latency_tuner.sandbox.cluster import Sandbox
 from latency_tuner.sandbox.operator_process import OperatorProcess
+from latency_tuner.sandbox.podrunner import PodEngine
 from latency_tuner.sandbox.scenario import Scenario
 
 DEFAULT_SCENARIO = "queueing"
@@ -96,11 +97,20 @@ class DemoRun:
 
 @contextlib.asynccontextmanager
 async def demo_run(
-    scenario: Scenario, *, workdir: Path, prometheus: bool | None = None, interval: str = "1s"
+    scenario: Scenario,
+    *,
+    workdir: Path,
+    prometheus: bool | None = None,
+    interval: str = "1s",
+    engine: PodEngine | None = None,
 ) -> AsyncIterator[DemoRun]:
-    """The sandbox and the operator process, with the LatencyTarget not yet applied."""
+    """The sandbox and the operator process, with the LatencyTarget not yet applied; the pods
+    run on ``engine`` (the simulator when None)."""
     await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
-    async with Sandbox(scenario, prometheus=prometheus, workdir=workdir / "sandbox") as sandbox:
+    options = {} if engine is None else {"engine": engine}
+    async with Sandbox(
+        scenario, prometheus=prometheus, workdir=workdir / "sandbox", runner_options=options
+    ) as sandbox:
         operator = OperatorProcess(
             kubeconfig=sandbox.kubeconfig_path,
             namespace=sandbox.namespace,
@@ -209,6 +219,7 @@ async def run_demo(
     out: TextIO,
     prometheus: bool | None = None,
     keep: bool = False,
+    engine: PodEngine | None = None,
 ) -> TuningReport:
     """The whole demo. A cancellation of the task running it (Ctrl-C, SIGTERM: the CLI turns
     both into one) stops the waiting, shuts the operator, pods and Prometheus down, and still
@@ -221,7 +232,7 @@ async def run_demo(
     report: TuningReport | None = None
     source = ""
     try:
-        async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
+        async with demo_run(scenario, workdir=workdir, prometheus=prometheus, engine=engine) as run:
             source = "Prometheus" if run.sandbox.prometheus_url else "direct scrape"
             print(
                 f"sandbox ready: {len(run.sandbox.pods())} pod(s), metrics from {source}",

@@ -50,7 +50,13 @@ def observing(r: Round, facts: Ready) -> Decision:
             f"measuring the current configuration: a clean window in {format_duration(wait)}",
         )
         return r.decision("waiting for a window of the current configuration")
-    analysis = analyse(r.spec, facts.windows.current, facts.command_line, facts.hardware)
+    analysis = analyse(
+        r.spec,
+        facts.windows.current,
+        facts.command_line,
+        facts.hardware,
+        image=facts.container.image,
+    )
     r.update(diagnosis=diagnosis_status(analysis.diagnosis))
     if analysis.usable is None:
         return r.decision("no usable window: nothing to act on")
