@@ -22,16 +22,19 @@ from dataclasses import dataclass, field
 from latency_tuner.api.spec import Knobs, Objectives
 from latency_tuner.core import candidates
 from latency_tuner.core.advice import advice_for
-from latency_tuner.core.config_view import ConfigView, view
+from latency_tuner.core.config_view import ConfigView, defaults_hardware, view
 from latency_tuner.core.evidence import Bottleneck, Cause, Comparison, Evidence, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, KnobName
 from latency_tuner.core.knobs.base import Detected
-from latency_tuner.core.knobs.table import FIXES
+from latency_tuner.core.knobs.table import FIXES, TABLE
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
+from latency_tuner.core.signals import lowest_bucket_warning
+from latency_tuner.vllm import defaults
 from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.defaults import VllmVersion
 
 QUEUE_SHARE = 0.5  # queue time at least half of TTFT: waiting, not computing, dominates
 WAITING = 0.5  # mean waiting requests per pod above which requests visibly queue
@@ -94,6 +97,32 @@ class Diagnosis:
         return tuple(lines)
 
 
+def _explain_defaults(
+    causes: tuple[Cause, ...],
+    config: VllmCommandLine,
+    hardware: HardwareInfo,
+    version: VllmVersion | None,
+    notes: _Notes,
+) -> None:
+    """Which vLLM default applies to each flag the diagnosed bottlenecks' knobs touch, and why
+    (the release and the GPU's memory decide some): the numbers the planner starts from."""
+    wanted = tuple(CATALOG[e.knob].flag for c in causes for e in TABLE.get(c.bottleneck, ()))
+    gpu = defaults_hardware(hardware)
+    memory = gpu.memory_gib()
+    where = f"{gpu.gpu_product or 'an unknown GPU'}" + (f" ({memory:g} GiB)" if memory else "")
+    release = f"vLLM {version}" if version is not None else "vLLM (release unknown)"
+    for resolved in defaults.applied_defaults(config, wanted, hardware=gpu, version=version):
+        if resolved.value is not None:
+            number = resolved.value if isinstance(resolved.value, int | float) else None
+            notes.fact(
+                Evidence(
+                    f"default_{resolved.flag.replace('-', '_')}",
+                    float(number) if number is not None else None,
+                    f"not on the command line: {release} on {where} runs {resolved.describe()}",
+                )
+            )
+
+
 FINDING_TEXT: dict[Finding, str] = {
     Finding.NOT_VLLM: "the container is not a vLLM server: nothing to tune",
     Finding.CPU_OFFLOAD: "weights are offloaded to CPU memory (--cpu-offload-gb)",
@@ -127,8 +156,10 @@ def diagnose(
     knobs: Knobs,
     *,
     min_requests: int = 0,
+    version: VllmVersion | None = None,
 ) -> Diagnosis:
-    """The diagnosis of ``observation`` for a server running ``config`` on ``hardware``."""
+    """The diagnosis of ``observation`` for a server running ``config`` (of vLLM ``version``,
+    when the image tells it) on ``hardware``."""
     notes = _Notes()
     if isinstance(config, NotVllm):
         notes.fact(Evidence("container", None, f"not a vLLM server: {config.reason}"))
@@ -176,6 +207,9 @@ def diagnose(
     s = score(observation, objectives)
     for part in s.objectives:
         notes.fact(_objective_evidence(part))
+    coarse = lowest_bucket_warning(observation, objectives, any_percentile=True)
+    if coarse is not None:
+        notes.fact(Evidence("lowest_bucket_quantiles", None, f"warning: {coarse}"))
     load = Load.of(observation)
     causes = tuple(
         Cause(
@@ -205,6 +239,7 @@ def diagnose(
     for cause in causes:
         for text in advice_for(cause.bottleneck, observation, cv, load, hardware):
             notes.advise(text)
+    _explain_defaults(causes, config, hardware, version, notes)
     return Diagnosis(
         bottleneck=causes[0].bottleneck,
         findings=findings,

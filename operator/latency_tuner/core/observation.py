@@ -10,7 +10,11 @@ Times are in seconds, rates per second, usage as a 0-1 fraction.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from latency_tuner.api.durations import format_duration
 
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
 # needs the median and the tail (ITL p99/p50 shows prefill interference).
@@ -152,13 +156,19 @@ class Observation(BaseModel):
         "-> that bucket's upper bound: interpolated between 0 and it, not measured",
     )
 
-    def coarse_quantile_note(self) -> str | None:
-        """One sentence for a condition or a diagnosis when quantiles rest on the lowest bucket."""
-        if not self.lowest_bucket_quantiles:
+    def coarse_quantile_note(self, only: Collection[str] | None = None) -> str | None:
+        """One sentence for a condition or a diagnosis when quantiles (all, or those named in
+        ``only``) rest on the lowest bucket."""
+        coarse = {
+            name: bound
+            for name, bound in self.lowest_bucket_quantiles.items()
+            if only is None or name in only
+        }
+        if not coarse:
             return None
         parts = ", ".join(
-            f"{name.replace('_p', ' p')} under {bound:g} s"
-            for name, bound in sorted(self.lowest_bucket_quantiles.items())
+            f"{name.replace('_p', ' p')} under {format_duration(bound)}"
+            for name, bound in sorted(coarse.items())
         )
         return (
             f"{parts}: inside the lowest histogram bucket, so the value is interpolated, not "

@@ -21,6 +21,7 @@ from latency_tuner.core.planner import Exhausted, plan
 from latency_tuner.core.rollout.facts import WindowResult
 from latency_tuner.core.rollout.values import history
 from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.defaults import version_from_image
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,11 @@ def analyse(
     window: WindowResult | None,
     cl: VllmCommandLine,
     hardware: HardwareInfo,
+    *,
+    image: str | None = None,
 ) -> Analysis:
-    """Diagnose ``window`` of the container running ``cl`` on ``hardware``."""
+    """Diagnose ``window`` of the container running ``cl`` on ``hardware`` (from ``image``,
+    whose tag tells the vLLM release the defaults come from)."""
     seen: ObservationResult = (
         window
         if isinstance(window, (Observation, NoData))
@@ -46,7 +50,15 @@ def analyse(
     )
     minimum = spec.evaluation.min_requests
     usable = seen if isinstance(seen, Observation) and seen.requests >= minimum else None
-    diagnosis = diagnose(seen, spec.objectives, cl, hardware, spec.knobs, min_requests=minimum)
+    diagnosis = diagnose(
+        seen,
+        spec.objectives,
+        cl,
+        hardware,
+        spec.knobs,
+        min_requests=minimum,
+        version=version_from_image(image),
+    )
     return Analysis(seen, usable, diagnosis)
 
 

@@ -13,6 +13,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Blocked, Blocker, MetricsFailure, Ready, WindowResult
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import diagnosis_status
+from latency_tuner.core.signals import lowest_bucket_warning
 
 _NOTE = {
     Blocker.DEPLOYMENT_NOT_FOUND: Reason.DEPLOYMENT_NOT_FOUND,
@@ -83,6 +84,8 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
         r.condition(ConditionType.METRICS_AVAILABLE, "Unknown", "NotMeasured", "no window yet")
     elif isinstance(current, MetricsFailure):
         r.condition(ConditionType.METRICS_AVAILABLE, False, "MetricsSourceError", current.message)
+        # Ready means the operator can work on the target: without its metrics it cannot.
+        r.condition(ConditionType.READY, False, "MetricsSourceError", current.message)
     elif isinstance(current, NoData):
         r.condition(ConditionType.METRICS_AVAILABLE, False, "NoData", current.reason)
     elif current.requests < minimum:
@@ -93,12 +96,13 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
             f"{current.requests} requests in the window, evaluation.minRequests is {minimum}",
         )
     else:
-        r.condition(
-            ConditionType.METRICS_AVAILABLE,
-            True,
-            "Measured",
-            f"{current.requests} requests in the last {format_duration(current.window_seconds)}",
+        message = (
+            f"{current.requests} requests in the last {format_duration(current.window_seconds)}"
         )
+        coarse = lowest_bucket_warning(current, r.spec.objectives)
+        if coarse is not None:  # a target judged on an interpolated quantile
+            message += f"; warning: {coarse}"
+        r.condition(ConditionType.METRICS_AVAILABLE, True, "Measured", message)
 
 
 def fingerprints(trial: Trial) -> tuple[str, ...]:
