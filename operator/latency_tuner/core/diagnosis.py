@@ -17,6 +17,7 @@ a value out.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from latency_tuner.api.spec import Knobs, Objectives
@@ -30,6 +31,7 @@ from latency_tuner.core.knobs.base import Detected
 from latency_tuner.core.knobs.table import FIXES
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.saturation import GROWTH_SIGMAS, flow
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -160,7 +162,21 @@ def diagnose(
             fixes,
             tuple(notes.advice),
         )
-    if observation.requests < min_requests:
+    inflow = flow(observation)
+    if inflow.saturated:
+        # Falling behind is evidence however few requests finished: the finished requests'
+        # latencies are lower bounds, and waiting for minRequests may wait forever.
+        notes.fact(
+            Evidence(
+                "backlog_growth",
+                inflow.backlog_growth,
+                f"saturated: {inflow.describe()}",
+                GROWTH_SIGMAS * math.sqrt(max(inflow.arrivals, 1.0)),
+                ">",
+                "requests",
+            )
+        )
+    elif observation.requests < min_requests:
         findings = (*findings, Finding.LOW_TRAFFIC)
         notes.fact(
             Evidence(
@@ -319,22 +335,26 @@ def _kv_pressure(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) ->
 
 
 def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) -> Bottleneck:
-    queue, prefill = obs.queue_time_mean, obs.prefill_time_mean
+    prefill = obs.prefill_time_mean
+    queue, source = _queue_delay(obs)
     ttft = obs.ttft_mean or ((queue or 0.0) + (prefill or 0.0))
     if queue is not None and ttft > 0:
-        share = queue / ttft
+        # Little's law can exceed the finished requests' TTFT (the longest waits have not
+        # produced a token yet): the share is then capped at all of it.
+        share = min(queue / ttft, 1.0)
         notes.fact(
             Evidence(
                 "queue_time_share",
                 share,
-                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)} of "
+                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)}{source} of "
                 f"{format_seconds(ttft)} mean)",
                 QUEUE_SHARE,
                 _compared(share, QUEUE_SHARE),
                 "ratio",
             )
         )
-        queueing = share >= QUEUE_SHARE
+        # A backlog that grows is queueing whatever the share so far: its wait has no bound.
+        queueing = share >= QUEUE_SHARE or flow(obs).saturated
     else:
         queueing = (load.waiting or 0.0) > WAITING
     if queueing:
@@ -398,6 +418,22 @@ def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes
             )
         )
     return Bottleneck.LONG_PREFILL
+
+
+def _queue_delay(obs: Observation) -> tuple[float | None, str]:
+    """The mean queueing delay, the larger of two estimates, and where it came from.
+
+    vLLM records queue time when a request finishes but TTFT at its first token: under a
+    growing backlog the queue-time histogram lags behind the TTFT one and understates the
+    queue's share. Little's law on the waiting gauge (mean queue length / arrival rate) sees
+    the requests still waiting. The larger is the better evidence: in a steady queue both
+    estimate the same wait, and under a growing one each can only understate it.
+    """
+    recorded = obs.queue_time_mean
+    little = flow(obs).queue_delay
+    if little is not None and (recorded is None or little > recorded):
+        return little, " by Little's law (waiting requests / arrival rate)"
+    return recorded, ""
 
 
 def _itl_bottleneck(

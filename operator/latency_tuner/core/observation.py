@@ -13,8 +13,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
-# needs the median and the tail (ITL p99/p50 shows prefill interference).
-BASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+# needs the median and the tail (ITL p99/p50 shows prefill interference); p95 is what a trial
+# snapshot records for a latency no objective names, so every snapshot has all three.
+BASE_PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
 
 class LoadFingerprint(BaseModel):
@@ -112,6 +113,11 @@ class Observation(BaseModel):
     running_max: float | None = None
     waiting_mean: float | None = None
     waiting_max: float | None = None
+    # Change of the gauges from the window's start to its end (summed over pods): with the
+    # finished count they give the arrivals, which the finished rate alone hides when the
+    # server falls behind (``core.saturation``).
+    running_delta: float | None = None
+    waiting_delta: float | None = None
     kv_cache_usage_mean: float | None = None
     kv_cache_usage_max: float | None = None
     prefix_cache_hit_rate: float | None = Field(

@@ -116,7 +116,7 @@ def test_a_change_inconclusive_twice_under_a_comparable_load_is_not_tried_a_thir
 def test_inconclusive_trials_under_another_load_do_not_count_against_a_change() -> None:
     window = queueing(running_mean=500.0, running_max=512.0)
     elsewhere = window.load.model_copy(
-        update={"request_rate": 20.0, "concurrency_mean": 5000.0, "prompt_tokens_mean": 4000.0}
+        update={"request_rate": 200.0, "concurrency_mean": 5000.0, "prompt_tokens_mean": 4000.0}
     )
     twice = [record(None, "512", Verdict.INCONCLUSIVE, elsewhere)] * 2
     change = next_change(window, command_line(), twice)
