@@ -104,7 +104,8 @@ def test_a_growing_backlog_is_queueing_even_when_recorded_queue_time_is_under_ha
     d = diagnose(window, objectives(ttft="2s"), CL, H100, knobs())
     assert d.bottleneck is Bottleneck.QUEUEING
     share = next(e for e in d.evidence if e.signal == "queue_time_share")
-    assert share.value is not None and share.value > 0.6
+    assert share.value is not None
+    assert share.value > 0.6
     assert "Little's law" in share.text
 
 
