@@ -27,6 +27,8 @@ class Load:
     kv_usage_peak: float | None = None
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
+    prefill_seconds: float | None = None  # mean prefill time of a request
+    decode_seconds: float | None = None  # mean decode time of a request
 
     @classmethod
     def of(cls, observation: Observation) -> Load:
@@ -42,7 +44,17 @@ class Load:
             kv_usage_peak=observation.kv_cache_usage_max,
             prompt_tokens=observation.prompt_tokens_mean,
             generation_tokens=observation.generation_tokens_mean,
+            prefill_seconds=observation.prefill_time_mean,
+            decode_seconds=observation.decode_time_mean,
         )
+
+    @property
+    def prefill_share(self) -> float | None:
+        """Prefill's part of a request's time on the GPU (prefill + decode); None if unknown."""
+        if self.prefill_seconds is None or self.decode_seconds is None:
+            return None
+        busy = self.prefill_seconds + self.decode_seconds
+        return None if busy <= 0 else self.prefill_seconds / busy
 
     @property
     def context_tokens(self) -> float | None:
