@@ -30,11 +30,11 @@ from latency_tuner.core.knobs.table import (
     Entry,
     When,
 )
-from latency_tuner.core.load import AT_MAX_SEQS, KV_FULL, Load
+from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import Observation
 from latency_tuner.vllm.args import VllmCommandLine
 
-__all__ = ["AT_MAX_SEQS", "KV_FULL", "Candidate", "Load", "Ranking", "rank"]
+__all__ = ["KV_FULL", "Candidate", "Load", "Ranking", "rank"]
 
 
 @dataclass(frozen=True)

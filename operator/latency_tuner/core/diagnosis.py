@@ -370,12 +370,17 @@ def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes
                 )
             )
         if load.at_max_seqs(cv.max_num_seqs) and load.running_peak is not None:
+            reached = load.running_peak >= cv.max_num_seqs
+            in_flight = (load.running or 0.0) + (load.waiting or 0.0)
             notes.fact(
                 Evidence(
-                    "running_requests_peak",
-                    load.running_peak,
+                    "running_requests_peak" if reached else "requests_in_flight",
+                    load.running_peak if reached else in_flight,
                     f"running requests reach {load.running_peak:.0f} per pod, at "
-                    f"max-num-seqs {cv.max_num_seqs}",
+                    f"max-num-seqs {cv.max_num_seqs}"
+                    if reached
+                    else f"{in_flight:.1f} requests in flight per pod (running and waiting) "
+                    f"for max-num-seqs {cv.max_num_seqs} slots",
                     float(cv.max_num_seqs),
                     ">=",
                     "requests",

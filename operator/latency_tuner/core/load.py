@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from latency_tuner.core.observation import Observation
 
-AT_MAX_SEQS = 0.9  # running (per pod, at peak) within 10% of max-num-seqs: the slot limit binds
 KV_FULL = 0.9  # KV-cache usage at peak: admission is limited by free blocks
 
 
@@ -64,7 +63,18 @@ class Load:
         return self.prompt_tokens + (self.generation_tokens or 0.0) / 2
 
     def at_max_seqs(self, max_num_seqs: int) -> bool:
-        return self.running_peak is not None and self.running_peak >= AT_MAX_SEQS * max_num_seqs
+        """The slot limit binds: running reached it at peak, or requests wait while those in
+        flight (running + waiting, mean per pod) outnumber the slots.
+
+        Evidence, not a fraction of the limit: a sampled gauge can miss the instant every slot
+        was taken (a fixed "within 10%" gate then blocked the one move that helped), while
+        requests that wait although admitting them all would still exceed max-num-seqs show
+        the limit binds whatever the sampled peak.
+        """
+        if self.running_peak is not None and self.running_peak >= max_num_seqs:
+            return True
+        waiting, running = self.waiting or 0.0, self.running or 0.0
+        return waiting > 0 and running + waiting >= max_num_seqs
 
     @property
     def kv_full(self) -> bool:

@@ -12,7 +12,8 @@ removes what history rules out:
   not tried again either: once may be bad luck, twice means its windows cannot be judged and
   another try would spend the same rollouts for the same nothing;
 - a numeric knob does not step back into the range a kept trial moved it out of (the kept
-  trial showed that side is worse under this load).
+  trial showed that side is worse under this load), unless another knob's change was kept
+  since (the configuration that trial was judged on is gone).
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps"). Pure.
@@ -152,7 +153,7 @@ def _ruled_out(
         if knob == name and same_value(value, candidate.to_value):
             return f"{label} failed to start before"
     inconclusive = 0
-    for record in history:
+    for index, record in enumerate(history):
         if record.knob != name:
             continue
         comparable = record.load is None or record.load.comparable_to(load, tolerance)
@@ -160,6 +161,7 @@ def _ruled_out(
             record.verdict is Verdict.KEEP
             and comparable
             and _steps_back(record, candidate.to_value)
+            and not _reconfigured_since(history, index)
         ):
             return (
                 f"{label} goes back towards {record.from_value}, which trial "
@@ -178,6 +180,14 @@ def _ruled_out(
         if comparable:
             return f"{label} was tried under a comparable load ({record.verdict.value})"
     return None
+
+
+def _reconfigured_since(history: Sequence[TrialRecord], index: int) -> bool:
+    """Another knob's change was kept after ``history[index]``: the server that kept trial was
+    judged on is gone, so what it showed about the range it left no longer holds (FP8 KV after
+    a lower max-num-seqs can make the higher one the better again)."""
+    knob = history[index].knob
+    return any(r.verdict is Verdict.KEEP and r.knob != knob for r in history[index + 1 :])
 
 
 def _steps_back(record: TrialRecord, value: str | None) -> bool:

@@ -33,7 +33,7 @@ class When(StrEnum):
     """The load condition under which a table entry applies."""
 
     ALWAYS = "always"
-    AT_MAX_SEQS = "at-max-seqs"  # running requests reach max-num-seqs at peak
+    AT_MAX_SEQS = "at-max-seqs"  # the slot limit binds (Load.at_max_seqs)
     KV_FULL = "kv-full"  # KV-cache usage at peak near 1
     KV_NOT_FULL = "kv-not-full"
     LONG_PROMPTS = "long-prompts"  # mean prompt >= LONG_PROMPT_TOKENS
@@ -82,7 +82,7 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
             K.MAX_NUM_SEQS,
             UP,
             0.3,
-            "running requests reach max-num-seqs ({max_num_seqs})",
+            "requests in flight fill the max-num-seqs slots ({max_num_seqs})",
             When.AT_MAX_SEQS,
         ),
         Entry(K.PREFIX_CACHING, UP, 0.15, "cached prefixes shorten prefills"),
