@@ -10,7 +10,8 @@ removes what history rules out:
   (``LoadFingerprint.comparable_to``); under a different load it may be tried again;
 - a change that came out Inconclusive ``MAX_INCONCLUSIVE`` times under a comparable load is
   not tried again either: once may be bad luck, twice means its windows cannot be judged and
-  another try would spend the same rollouts for the same nothing;
+  another try would spend the same rollouts for the same nothing; nor after
+  ``MAX_INCONCLUSIVE_ANY_LOAD`` times under any loads (a load that never holds still);
 - a numeric knob does not step back into the range a kept trial moved it out of (the kept
   trial showed that side is worse under this load), unless another knob's change was kept
   since (the configuration that trial was judged on is gone).
@@ -38,6 +39,9 @@ from latency_tuner.vllm.args import VllmCommandLine
 
 LOAD_TOLERANCE = 0.25  # relative difference in rate and request shape still "the same load"
 MAX_INCONCLUSIVE = 2  # Inconclusive trials of one change under a comparable load, then it rests
+# ... and under any load: a load that keeps moving (sparse, bursty traffic) must not let one
+# change spend the whole budget on windows that cannot judge it.
+MAX_INCONCLUSIVE_ANY_LOAD = 3
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class TrialRecord:
                     prompt_tokens_mean=snapshot.prompt_tokens_mean or 0.0,
                     generation_tokens_mean=snapshot.generation_tokens_mean or 0.0,
                     concurrency_mean=snapshot.concurrency or 0.0,
+                    requests=snapshot.requests,
                 )
                 break
         return cls(trial.knob, trial.from_value, trial.to_value, trial.verdict, load)
@@ -152,7 +157,7 @@ def _ruled_out(
     for knob, value in incompatible:
         if knob == name and same_value(value, candidate.to_value):
             return f"{label} failed to start before"
-    inconclusive = 0
+    inconclusive = comparable_inconclusive = 0
     for index, record in enumerate(history):
         if record.knob != name:
             continue
@@ -171,10 +176,16 @@ def _ruled_out(
             continue
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
-        if record.verdict is Verdict.INCONCLUSIVE and comparable:
+        if record.verdict is Verdict.INCONCLUSIVE:
             inconclusive += 1
-            if inconclusive >= MAX_INCONCLUSIVE:
-                return f"{label} was Inconclusive {inconclusive} times under a comparable load"
+            comparable_inconclusive += comparable
+            if comparable_inconclusive >= MAX_INCONCLUSIVE:
+                return (
+                    f"{label} was Inconclusive {comparable_inconclusive} times under a "
+                    "comparable load"
+                )
+            if inconclusive >= MAX_INCONCLUSIVE_ANY_LOAD:
+                return f"{label} was Inconclusive {inconclusive} times"
         if record.verdict not in (Verdict.KEEP, Verdict.REVERT):
             continue  # Inconclusive or unfinished: nothing was learned (yet)
         if comparable:
