@@ -5,7 +5,9 @@ problems first, then safe before lossy before costly, then by expected score red
 removes what history rules out:
 
 - a value recorded incompatible (the rollout failed to start) is never tried again, whatever
-  the load; a numeric ladder does not jump past it (larger memory settings fail alike);
+  the load; a numeric ladder does not jump past it (larger memory settings fail alike); a
+  transient failure (its pods waited for GPUs) is retried after the other candidates, up to
+  ``MAX_TRANSIENT`` failures;
 - a change already judged (Keep, Revert or Failed) is not repeated under a comparable load
   (``LoadFingerprint.comparable_to``); under a different load it may be tried again;
 - a change that came out Inconclusive ``MAX_INCONCLUSIVE`` times under a comparable load is
@@ -42,6 +44,9 @@ MAX_INCONCLUSIVE = 2  # Inconclusive trials of one change under a comparable loa
 # ... and under any load: a load that keeps moving (sparse, bursty traffic) must not let one
 # change spend the whole budget on windows that cannot judge it.
 MAX_INCONCLUSIVE_ANY_LOAD = 3
+# A failed trial's reason starts so when its pods only waited for GPUs: not the value's fault.
+TRANSIENT_FAILURE = "rollout failed (transient, to retry later):"
+MAX_TRANSIENT = 2  # transient failures of one change, then it rests like a permanent one
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class TrialRecord:
     load: LoadFingerprint | None = None
     score_before: float | None = None
     score_after: float | None = None
+    transient: bool = False  # a Failed trial whose pods only waited for resources
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialRecord:
@@ -76,7 +82,12 @@ class TrialRecord:
                     requests=snapshot.requests,
                 )
                 break
-        return cls(trial.knob, trial.from_value, trial.to_value, trial.verdict, load)
+        transient = trial.verdict is Verdict.FAILED and (trial.reason or "").startswith(
+            TRANSIENT_FAILURE
+        )
+        return cls(
+            trial.knob, trial.from_value, trial.to_value, trial.verdict, load, transient=transient
+        )
 
 
 @dataclass(frozen=True)
@@ -132,6 +143,9 @@ def plan(
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
+    # A change whose pods waited for GPUs is retried, but after the others: the cluster may
+    # have room by then, and the rest did not have to wait for it.
+    open_.sort(key=lambda c: _failed_transiently(c, history))
     follow = _continuation(open_, history, config, hardware)
     if follow:
         return _complete(_change(follow[0], config, cv, continuing=True), config, knobs)
@@ -157,7 +171,7 @@ def _ruled_out(
     for knob, value in incompatible:
         if knob == name and same_value(value, candidate.to_value):
             return f"{label} failed to start before"
-    inconclusive = comparable_inconclusive = 0
+    inconclusive = comparable_inconclusive = transient = 0
     for index, record in enumerate(history):
         if record.knob != name:
             continue
@@ -173,6 +187,11 @@ def _ruled_out(
                 f"{record.from_value} -> {record.to_value} left for the better (Keep)"
             )
         if not same_value(record.to_value, candidate.to_value):
+            continue
+        if record.verdict is Verdict.FAILED and record.transient:
+            transient += 1
+            if transient >= MAX_TRANSIENT:
+                return f"{label} could not be scheduled {transient} times"
             continue
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
@@ -191,6 +210,15 @@ def _ruled_out(
         if comparable:
             return f"{label} was tried under a comparable load ({record.verdict.value})"
     return None
+
+
+def _failed_transiently(candidate: Candidate, history: Sequence[TrialRecord]) -> bool:
+    return any(
+        r.transient
+        and r.knob == candidate.knob.value
+        and same_value(r.to_value, candidate.to_value)
+        for r in history
+    )
 
 
 def _reconfigured_since(history: Sequence[TrialRecord], index: int) -> bool:
