@@ -17,7 +17,6 @@ a value out.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from latency_tuner.api.spec import Knobs, Objectives
@@ -31,7 +30,7 @@ from latency_tuner.core.knobs.base import Detected
 from latency_tuner.core.knobs.table import FIXES
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.saturation import GROWTH_SIGMAS, flow
+from latency_tuner.core.saturation import flow, queue_delay
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -166,16 +165,7 @@ def diagnose(
     if inflow.saturated:
         # Falling behind is evidence however few requests finished: the finished requests'
         # latencies are lower bounds, and waiting for minRequests may wait forever.
-        notes.fact(
-            Evidence(
-                "backlog_growth",
-                inflow.backlog_growth,
-                f"saturated: {inflow.describe()}",
-                GROWTH_SIGMAS * math.sqrt(max(inflow.arrivals, 1.0)),
-                ">",
-                "requests",
-            )
-        )
+        notes.fact(inflow.evidence())
     elif observation.requests < min_requests:
         findings = (*findings, Finding.LOW_TRAFFIC)
         notes.fact(
@@ -336,7 +326,7 @@ def _kv_pressure(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) ->
 
 def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) -> Bottleneck:
     prefill = obs.prefill_time_mean
-    queue, source = _queue_delay(obs)
+    queue, source = queue_delay(obs)
     ttft = obs.ttft_mean or ((queue or 0.0) + (prefill or 0.0))
     if queue is not None and ttft > 0:
         # Little's law can exceed the finished requests' TTFT (the longest waits have not
@@ -423,22 +413,6 @@ def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes
             )
         )
     return Bottleneck.LONG_PREFILL
-
-
-def _queue_delay(obs: Observation) -> tuple[float | None, str]:
-    """The mean queueing delay, the larger of two estimates, and where it came from.
-
-    vLLM records queue time when a request finishes but TTFT at its first token: under a
-    growing backlog the queue-time histogram lags behind the TTFT one and understates the
-    queue's share. Little's law on the waiting gauge (mean queue length / arrival rate) sees
-    the requests still waiting. The larger is the better evidence: in a steady queue both
-    estimate the same wait, and under a growing one each can only understate it.
-    """
-    recorded = obs.queue_time_mean
-    little = flow(obs).queue_delay
-    if little is not None and (recorded is None or little > recorded):
-        return little, " by Little's law (waiting requests / arrival rate)"
-    return recorded, ""
 
 
 def _itl_bottleneck(

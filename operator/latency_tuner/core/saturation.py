@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from latency_tuner.core.evidence import Evidence
 from latency_tuner.core.observation import Observation
 
 GROWTH_SIGMAS = 2.0  # backlog growth beyond this many sqrt(arrivals): not a steady queue wandering
@@ -45,7 +46,7 @@ class Flow:
         growth = self.backlog_growth
         if growth is None or growth <= 0 or self.arrivals <= self.finished:
             return False
-        return growth > GROWTH_SIGMAS * math.sqrt(max(self.arrivals, 1.0))
+        return growth > self.growth_noise
 
     @property
     def queue_delay(self) -> float | None:
@@ -54,6 +55,22 @@ class Flow:
         if self.waiting_mean is None or rate <= 0:
             return None
         return self.waiting_mean / rate
+
+    @property
+    def growth_noise(self) -> float:
+        """The backlog growth a steady queue reaches by chance (``GROWTH_SIGMAS`` x sqrt(n))."""
+        return GROWTH_SIGMAS * math.sqrt(max(self.arrivals, 1.0))
+
+    def evidence(self) -> Evidence:
+        """The saturation as a diagnosis fact."""
+        return Evidence(
+            "backlog_growth",
+            self.backlog_growth,
+            f"saturated: {self.describe()}",
+            self.growth_noise,
+            ">",
+            "requests",
+        )
 
     def describe(self) -> str:
         growth = self.backlog_growth or 0.0
@@ -78,3 +95,20 @@ def flow(obs: Observation) -> Flow:
 
 def saturated(obs: Observation) -> bool:
     return flow(obs).saturated
+
+
+def queue_delay(obs: Observation) -> tuple[float | None, str]:
+    """The mean queueing delay, the larger of two estimates, and a note on where it came from
+    ("" for the recorded histogram).
+
+    vLLM records queue time when a request finishes but TTFT at its first token: under a
+    growing backlog the queue-time histogram lags behind the TTFT one and understates the
+    queue's share. Little's law on the waiting gauge sees the requests still waiting. The
+    larger is the better evidence: in a steady queue both estimate the same wait, and under a
+    growing one each can only understate it.
+    """
+    recorded = obs.queue_time_mean
+    little = flow(obs).queue_delay
+    if little is not None and (recorded is None or little > recorded):
+        return little, " by Little's law (waiting requests / arrival rate)"
+    return recorded, ""
