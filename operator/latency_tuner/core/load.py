@@ -23,6 +23,7 @@ class Load:
     running: float | None = None
     running_peak: float | None = None
     waiting: float | None = None
+    waiting_peak: float | None = None
     kv_usage_peak: float | None = None
     prompt_tokens: float | None = None
     generation_tokens: float | None = None
@@ -40,6 +41,7 @@ class Load:
             running=per_pod(observation.running_mean),
             running_peak=per_pod(observation.running_max),
             waiting=per_pod(observation.waiting_mean),
+            waiting_peak=per_pod(observation.waiting_max),
             kv_usage_peak=observation.kv_cache_usage_max,
             prompt_tokens=observation.prompt_tokens_mean,
             generation_tokens=observation.generation_tokens_mean,
@@ -63,8 +65,9 @@ class Load:
         return self.prompt_tokens + (self.generation_tokens or 0.0) / 2
 
     def at_max_seqs(self, max_num_seqs: int) -> bool:
-        """The slot limit binds: running reached it at peak, or requests wait while those in
-        flight (running + waiting, mean per pod) outnumber the slots.
+        """The slot limit binds: running reached it at peak; or requests wait while those in
+        flight (running + waiting, per pod) outnumber the slots, on average or at the busiest
+        with free KV blocks (so the blocks were not what kept them waiting).
 
         Evidence, not a fraction of the limit: a sampled gauge can miss the instant every slot
         was taken (a fixed "within 10%" gate then blocked the one move that helped), while
@@ -74,7 +77,10 @@ class Load:
         if self.running_peak is not None and self.running_peak >= max_num_seqs:
             return True
         waiting, running = self.waiting or 0.0, self.running or 0.0
-        return waiting > 0 and running + waiting >= max_num_seqs
+        if waiting > 0 and running + waiting >= max_num_seqs:
+            return True
+        peak_waiting, peak_running = self.waiting_peak or 0.0, self.running_peak or 0.0
+        return peak_waiting > 0 and peak_running + peak_waiting >= max_num_seqs and not self.kv_full
 
     @property
     def kv_full(self) -> bool:

@@ -48,3 +48,17 @@ def test_a_kept_move_down_may_be_undone_after_another_knobs_change_was_kept() ->
     change = plan(d, window, CL, ONLY_SEQS, H100, [lowered, fp8_kv])
     assert isinstance(change, Change), change
     assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "128")
+
+
+def test_a_burst_that_queued_beyond_the_slots_raises_max_num_seqs_though_the_mean_fits() -> None:
+    # Bursty chat at max-num-seqs 32: on average 26 run and 3 wait (29 fit in 32 slots), but at
+    # the busiest 8 waited beside a sampled peak of 30 running, with KV blocks to spare.
+    cl = command_line("--max-num-seqs", "32", "--enable-prefix-caching")
+    window = queueing(
+        running_mean=26.0, running_max=30.0, waiting_mean=3.0, waiting_max=8.0,
+        kv_cache_usage_max=0.5,
+    )  # fmt: skip
+    d = diagnose(window, TTFT, cl, H100, ONLY_SEQS)
+    change = plan(d, window, cl, ONLY_SEQS, H100)
+    assert isinstance(change, Change), change
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "64")
