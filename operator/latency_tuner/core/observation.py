@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from latency_tuner.api.durations import format_duration
 from latency_tuner.core.noise import count_tolerance
 
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
@@ -178,7 +179,7 @@ class Observation(BaseModel):
         if not self.lowest_bucket_quantiles:
             return None
         parts = ", ".join(
-            f"{name.replace('_p', ' p')} under {bound:g} s"
+            f"{name.replace('_p', ' p')} under {format_duration(bound)}"
             for name, bound in sorted(self.lowest_bucket_quantiles.items())
         )
         return (

@@ -139,7 +139,7 @@ def test_a_keep_on_ttft_that_makes_itl_five_times_worse_is_reverted() -> None:
     )
     j = judge(before, after)
     assert j.outcome is Outcome.REVERT
-    assert j.reason.startswith("ITL p90 (no objective) 25 ms -> 0.13 s (+416%): much worse")
+    assert j.reason.startswith("ITL p90 (no objective) 25ms -> 129ms (+416%): much worse")
 
 
 def test_an_unnamed_latency_that_moves_a_little_does_not_block_a_keep() -> None:
