@@ -30,6 +30,7 @@ from latency_tuner.core.knobs.base import Detected
 from latency_tuner.core.knobs.table import FIXES, TABLE
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.saturation import flow, queue_delay
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
 from latency_tuner.core.signals import lowest_bucket_warning
 from latency_tuner.vllm import defaults
@@ -191,7 +192,12 @@ def diagnose(
             fixes,
             tuple(notes.advice),
         )
-    if observation.requests < min_requests:
+    inflow = flow(observation)
+    if inflow.saturated:
+        # Falling behind is evidence however few requests finished: the finished requests'
+        # latencies are lower bounds, and waiting for minRequests may wait forever.
+        notes.fact(inflow.evidence())
+    elif observation.requests < min_requests:
         findings = (*findings, Finding.LOW_TRAFFIC)
         notes.fact(
             Evidence(
@@ -354,22 +360,26 @@ def _kv_pressure(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) ->
 
 
 def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) -> Bottleneck:
-    queue, prefill = obs.queue_time_mean, obs.prefill_time_mean
+    prefill = obs.prefill_time_mean
+    queue, source = queue_delay(obs)
     ttft = obs.ttft_mean or ((queue or 0.0) + (prefill or 0.0))
     if queue is not None and ttft > 0:
-        share = queue / ttft
+        # Little's law can exceed the finished requests' TTFT (the longest waits have not
+        # produced a token yet): the share is then capped at all of it.
+        share = min(queue / ttft, 1.0)
         notes.fact(
             Evidence(
                 "queue_time_share",
                 share,
-                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)} of "
+                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)}{source} of "
                 f"{format_seconds(ttft)} mean)",
                 QUEUE_SHARE,
                 _compared(share, QUEUE_SHARE),
                 "ratio",
             )
         )
-        queueing = share >= QUEUE_SHARE
+        # A backlog that grows is queueing whatever the share so far: its wait has no bound.
+        queueing = share >= QUEUE_SHARE or flow(obs).saturated
     else:
         queueing = (load.waiting or 0.0) > WAITING
     if queueing:
@@ -385,12 +395,17 @@ def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes
                 )
             )
         if load.at_max_seqs(cv.max_num_seqs) and load.running_peak is not None:
+            reached = load.running_peak >= cv.max_num_seqs
+            in_flight = (load.running or 0.0) + (load.waiting or 0.0)
             notes.fact(
                 Evidence(
-                    "running_requests_peak",
-                    load.running_peak,
+                    "running_requests_peak" if reached else "requests_in_flight",
+                    load.running_peak if reached else in_flight,
                     f"running requests reach {load.running_peak:.0f} per pod, at "
-                    f"max-num-seqs {cv.max_num_seqs}",
+                    f"max-num-seqs {cv.max_num_seqs}"
+                    if reached
+                    else f"{in_flight:.1f} requests in flight per pod (running and waiting) "
+                    f"for max-num-seqs {cv.max_num_seqs} slots",
                     float(cv.max_num_seqs),
                     ">=",
                     "requests",

@@ -42,6 +42,7 @@ class QueryKind(StrEnum):
     GAUGE_SUM_MAX = "gauge_sum_max"
     GAUGE_AVG_AVG = "gauge_avg_avg"
     GAUGE_MAX_MAX = "gauge_max_max"
+    GAUGE_SUM_DELTA = "gauge_sum_delta"
     PODS = "pods"
 
 
@@ -84,6 +85,8 @@ def queries_for(percentiles: Iterable[int] = ()) -> tuple[SignalQuery, ...]:
         _q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_RUNNING),
         _q(QueryKind.GAUGE_SUM_AVG, Signal.REQUESTS_WAITING),
         _q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_WAITING),
+        _q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_RUNNING),
+        _q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_WAITING),
         _q(QueryKind.GAUGE_AVG_AVG, Signal.KV_CACHE_USAGE),
         _q(QueryKind.GAUGE_MAX_MAX, Signal.KV_CACHE_USAGE),
     ]
@@ -172,6 +175,8 @@ def assemble(
         running_max=get(_q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_RUNNING)),
         waiting_mean=get(_q(QueryKind.GAUGE_SUM_AVG, Signal.REQUESTS_WAITING)),
         waiting_max=get(_q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_WAITING)),
+        running_delta=get(_q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_RUNNING)),
+        waiting_delta=get(_q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_WAITING)),
         kv_cache_usage_mean=get(_q(QueryKind.GAUGE_AVG_AVG, Signal.KV_CACHE_USAGE)),
         kv_cache_usage_max=get(_q(QueryKind.GAUGE_MAX_MAX, Signal.KV_CACHE_USAGE)),
         prefix_cache_hit_rate=_ratio(
@@ -296,6 +301,12 @@ def evaluate_on_series(
         return delta(base, is_rate=False)
     if kind is QueryKind.COUNTER_RATE:
         return delta(base, is_rate=True)
+    if kind is QueryKind.GAUGE_SUM_DELTA:
+        # PromQL ``delta``: a gauge's change over the range, extrapolated to its edges.
+        return total(
+            prommath.extrapolated_delta(pts, start=start, end=end, is_counter=False, is_rate=False)
+            for _, pts in selected(base)
+        )
     if kind is QueryKind.PODS:
         pods = {dict(lab).get("pod", "") for lab, pts in selected(base + "_count")
                 if prommath.in_range(pts, start, end)}  # fmt: skip

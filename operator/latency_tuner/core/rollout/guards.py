@@ -13,6 +13,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Blocked, Blocker, MetricsFailure, Ready, WindowResult
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import diagnosis_status
+from latency_tuner.core.saturation import flow, saturated
 from latency_tuner.core.signals import lowest_bucket_warning
 
 _NOTE = {
@@ -88,6 +89,14 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
         r.condition(ConditionType.READY, False, "MetricsSourceError", current.message)
     elif isinstance(current, NoData):
         r.condition(ConditionType.METRICS_AVAILABLE, False, "NoData", current.reason)
+    elif current.requests < minimum and saturated(current):
+        r.condition(
+            ConditionType.METRICS_AVAILABLE,
+            True,
+            "Saturated",
+            f"{current.requests} requests in the window (evaluation.minRequests is {minimum}), "
+            f"but the server falls behind: {flow(current).describe()}",
+        )
     elif current.requests < minimum:
         r.condition(
             ConditionType.METRICS_AVAILABLE,
