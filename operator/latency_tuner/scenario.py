@@ -26,6 +26,9 @@ it runs on, the load it serves and what its author expects::
       spread: 0
       sharedPrefixTokens: 2000           # leading tokens shared by the prompts of one group
       prefixGroups: 1                    # distinct shared prefixes
+      drift: 1                           # poisson/bursty: the rate ends at drift x rate,
+      driftSeconds: 0                    # reached linearly over this long (0: no drift);
+                                         # only the benchmark's virtual load drifts
       seed: 0
     deployment: {apiVersion: apps/v1, kind: Deployment, ...}   # the vLLM server at its start
     latencyTarget: {apiVersion: tuning.latencytuner.io/v1alpha1, kind: LatencyTarget, ...}
@@ -145,6 +148,8 @@ class Workload(SpecModel):
     spread: float = Field(default=0.0, ge=0, lt=1)
     shared_prefix_tokens: int = Field(default=0, ge=0)
     prefix_groups: int = Field(default=1, ge=1, le=64)
+    drift: float = Field(default=1.0, gt=0, le=10)
+    drift_seconds: float = Field(default=0.0, ge=0)
     seed: int = 0
 
     @model_validator(mode="after")
@@ -159,6 +164,8 @@ class Workload(SpecModel):
             share = self.burst_seconds / self.burst_period_seconds
             if self.burst_factor * share > 1:
                 raise ValueError("burstFactor x burstSeconds / burstPeriodSeconds must be <= 1")
+        if self.drift != 1.0 and (self.arrival == "closed" or self.drift_seconds <= 0):
+            raise ValueError("drift needs open (poisson, bursty) arrivals and driftSeconds > 0")
         if self.shared_prefix_tokens >= self.prompt_tokens * (1 - self.spread):
             raise ValueError("sharedPrefixTokens must be shorter than the shortest prompt")
         return self

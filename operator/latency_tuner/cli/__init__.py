@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("latency_tuner.handlers.cli", "run the operator"),
     "report": ("latency_tuner.cli.report", "report of a LatencyTarget: trials, cost, Markdown/PNG"),
     "demo": ("latency_tuner.cli.demo", "run the whole loop locally: no cluster, no GPU"),
-    "benchmark": ("latency_tuner.cli.benchmark", "convergence and scale benchmarks"),
+    "benchmark": ("latency_tuner.cli.benchmark", "the convergence benchmark (virtual time)"),
     "realengine": ("latency_tuner.realengine.cli", "real vLLM on CPU: venv, tiny model, serve"),
 }
 

@@ -1,8 +1,10 @@
 """``latency-tuner benchmark convergence``: the scenario suite in virtual time, every method.
 
-Prints per method and world: success on feasible scenarios, median and p90 rollouts, the ratio
-to the operator, the gap to the oracle, the share at the minimum GPU count and the give-up rate
-on infeasible scenarios; optionally the per-scenario lines, the JSON of every run and a PNG.
+Prints per method (the operator, the blind planner, grid, random, TPE) and world (matched,
+perturbed, foreign): success on feasible scenarios, median and p90 rollouts, the ratio to the
+operator, the gap to the oracle's reference (the best of the cheapest knob class that meets),
+false successes and give-ups on infeasible scenarios; optionally the per-scenario lines, the
+JSON of every run and a PNG. ``generate`` writes the seeded part of the harder suite.
 TPE needs optuna and the plot matplotlib (the ``bench`` extra): without them the command says
 so and runs the rest.
 """
@@ -16,11 +18,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from latency_tuner.convergence import report
 from latency_tuner.convergence.baselines import optuna_available
-from latency_tuner.convergence.scenario import ScenarioError, load_suite
+from latency_tuner.convergence.generate import generate
+from latency_tuner.convergence.scenario import ScenarioError, load_suite, parse_scenario
 from latency_tuner.convergence.suite import DEFAULT_BUDGET, METHODS, JobResult, jobs_for, run_suite
-from latency_tuner.convergence.world import WorldKind
+from latency_tuner.convergence.world import WORLDS, WorldKind
 
 _REPO_SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 
@@ -28,8 +33,9 @@ _REPO_SUITE = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios"
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="latency-tuner benchmark",
-        description="Convergence benchmark: the operator's decision code against a grid sweep, "
-        "random search and Optuna TPE, with an exhaustive oracle, in virtual time.",
+        description="Convergence benchmark: the operator's reconcile loop against a blind "
+        "planner, a grid sweep, random search and Optuna TPE under one measurement protocol, "
+        "with an exhaustive steady-state oracle, in virtual time.",
     )
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("convergence", help="run the scenario suite")
@@ -38,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
         "--methods", default=",".join(METHODS), help="comma-separated: " + ",".join(METHODS)
     )
     c.add_argument("--seeds", type=int, default=2, help="seeds per scenario and world (default 2)")
-    c.add_argument("--worlds", default="matched,perturbed", help="matched, perturbed or both")
+    c.add_argument(
+        "--worlds", default=",".join(WORLDS), help="comma-separated: " + ",".join(WORLDS)
+    )
     c.add_argument("--budget", type=int, default=DEFAULT_BUDGET, help="rollouts per run")
     c.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     c.add_argument("--scenario", action="append", default=[], help="only this scenario (repeat)")
@@ -46,19 +54,44 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--json-out", type=Path, help="also write the JSON of every run to this file")
     c.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
     c.add_argument("--details", action="store_true", help="also print one line per run")
+    c.add_argument(
+        "--in-order",
+        action="store_true",
+        help="run the jobs in suite order (default: largest spaces first, to balance workers)",
+    )
+    g = sub.add_parser("generate", help="write the seeded part of the harder suite as YAML files")
+    g.add_argument("--seed", type=int, default=1, help="the generator's seed (default 1)")
+    g.add_argument("--count", type=int, default=50, help="scenarios to draw (default 50)")
+    g.add_argument("--out", type=Path, required=True, help="directory to write them to")
     r = sub.add_parser("report", help="print the report of a run saved with --json-out")
-    r.add_argument("file", type=Path)
+    r.add_argument("file", type=Path, nargs="+", help="one or more JSON files, one table")
     r.add_argument("--details", action="store_true", help="also print one line per run")
+    r.add_argument("--common", action="store_true", help="only scenarios run in every world")
     r.add_argument("--plot", type=Path, help="write a PNG of rollouts per scenario per method")
     return p
 
 
 def _report(args: argparse.Namespace) -> int:
-    results, meta = report.load_json(args.file)
-    methods, budget = list(meta["methods"]), int(meta["budget"])
-    runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
-    print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
-          f"{meta['processes']} processes)\n")  # fmt: skip
+    results: list[JobResult] = []
+    methods: list[str] = []
+    budget = 0
+    for path in args.file:  # several runs (e.g. one per world) make one table
+        part, meta = report.load_json(path)
+        results.extend(part)
+        if meta.get("of_jobs", meta["jobs"]) != meta["jobs"]:
+            print(f"(partial: {meta['jobs']} of {meta['of_jobs']} runs)")
+        methods += [m for m in meta["methods"] if m not in methods]
+        budget = int(meta["budget"])
+        runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
+        print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
+              f"{meta['processes']} processes)")  # fmt: skip
+    if args.common:
+        worlds = {r.world for r in results}
+        keep = {n for n in {r.scenario for r in results}
+                if {r.world for r in results if r.scenario == n} == worlds}  # fmt: skip
+        print(f"(only the {len(keep)} scenarios run in every world: {len(worlds)} worlds)")
+        results = [r for r in results if r.scenario in keep]
+    print()
     print(report.table(report.all_stats(results, methods, budget), budget))
     if args.details:
         print()
@@ -68,10 +101,26 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    args.out.mkdir(parents=True, exist_ok=True)
+    for data in generate(args.seed, args.count):
+        try:
+            parse_scenario(data, data["name"])
+        except ScenarioError as exc:
+            print(f"generated an invalid scenario: {exc}", file=sys.stderr)
+            return 1
+        path = args.out / f"{data['name']}.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+    print(f"{args.count} scenarios written to {args.out}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.command == "report":
         return _report(args)
+    if args.command == "generate":
+        return _generate(args)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -85,8 +134,8 @@ def main(argv: list[str]) -> int:
         methods.remove("tpe")
     worlds: list[WorldKind] = []
     for w in args.worlds.split(","):
-        if w not in ("matched", "perturbed"):
-            print(f"unknown world {w!r}: matched or perturbed", file=sys.stderr)
+        if w not in WORLDS:
+            print(f"unknown world {w!r}: one of {', '.join(WORLDS)}", file=sys.stderr)
             return 2
         worlds.append(w)
     try:
@@ -102,24 +151,35 @@ def main(argv: list[str]) -> int:
     jobs = jobs_for(scenarios, seeds=args.seeds, methods=methods, budget=args.budget, worlds=worlds)
     started = time.perf_counter()
 
+    def meta_now(done: int) -> dict[str, object]:
+        return {
+            "command": "latency-tuner benchmark convergence " + " ".join(argv[1:]),
+            "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "scenarios": len(scenarios),
+            "jobs": done,
+            "of_jobs": len(jobs),
+            "seconds": round(time.perf_counter() - started, 1),
+            "processes": args.jobs,
+            "cpu": platform.processor() or platform.machine(),
+            "budget": args.budget,
+            "methods": methods,
+        }
+
+    finished: list[JobResult] = []
+
     def progress(r: JobResult, done: int, total: int) -> None:
         print(f"[{done}/{total}] {r.scenario} {r.world} seed {r.seed}: {r.seconds:.1f}s",
               file=sys.stderr, flush=True)  # fmt: skip
+        finished.append(r)
+        if args.json_out is not None:  # what is done so far survives an interrupted run
+            partial = sorted(finished, key=lambda x: (x.scenario, x.world, x.seed))
+            stats = report.all_stats(partial, methods, args.budget)
+            args.json_out.write_text(report.to_json(partial, stats, meta_now(done)) + "\n")
 
-    results = run_suite(jobs, processes=args.jobs, progress=progress)
+    results = run_suite(jobs, processes=args.jobs, progress=progress, in_order=args.in_order)
     elapsed = time.perf_counter() - started
     stats = report.all_stats(results, methods, args.budget)
-    meta = {
-        "command": "latency-tuner benchmark convergence " + " ".join(argv[1:]),
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "scenarios": len(scenarios),
-        "jobs": len(jobs),
-        "seconds": round(elapsed, 1),
-        "processes": args.jobs,
-        "cpu": platform.processor() or platform.machine(),
-        "budget": args.budget,
-        "methods": methods,
-    }
+    meta = meta_now(len(jobs))
     if args.json:
         print(report.to_json(results, stats, meta))
     else:

@@ -1,11 +1,14 @@
-"""Search baselines under the operator's budget and measurement rules.
+"""Search baselines under the operator's budget and measurement rules (``protocol``).
 
-Each baseline moves the Deployment from configuration to configuration of the scenario's
-allowed space (``benchmarks.space``), measuring each one like a trial (settle, one window:
-``Evaluator``). A move is one rollout; measuring the configuration already deployed is free;
-a configuration that fails to start costs its rollout and yields nothing. Success is the
-first configuration whose window meets every target and whose longer confirmation window
-agrees, as for the operator. The budget counts rollouts.
+Each baseline moves a ``stage.Stage`` -- the same virtual Deployment, load stream, clock and
+window rule as the operator's run -- from configuration to configuration of the scenario's
+allowed space (``space``). Every method first measures the starting configuration (free);
+every Deployment change is one rollout (a configuration that fails to start costs its rollout
+and yields nothing); a configuration measured before is answered from memory, free. Success
+is the first window that meets every target and whose longer confirmation window agrees, as
+for the operator. A search that ends without success reverts to the best configuration it
+measured, and that revert is a rollout too (the operator's rollbacks are). The budget counts
+rollouts.
 
 - ``grid``: vLLM ``benchmarks/auto_tune``'s sweep -- max-num-seqs x max-num-batched-tokens,
   then the other allowed knobs -- in the space's order;
@@ -19,12 +22,12 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator
 
-from latency_tuner.convergence.evaluate import Measured, Measurer, meets
+from latency_tuner.convergence.evaluate import Failed, meets
 from latency_tuner.convergence.operator_run import RunResult
-from latency_tuner.convergence.space import Point, dimensions, start_container
-from latency_tuner.convergence.virtual import STARTUP_SECONDS
+from latency_tuner.convergence.space import Point, dimensions
+from latency_tuner.convergence.stage import Stage
 from latency_tuner.core.cluster import ContainerConfig
-from latency_tuner.core.observation import Observation
+from latency_tuner.core.observation import Observation, ObservationResult
 from latency_tuner.core.score import score
 
 FAILED_OBJECTIVE = 100.0  # what a configuration that does not start scores, for TPE
@@ -36,52 +39,59 @@ class OptunaMissing(RuntimeError):
 
 
 class _Search:
-    """The Deployment as a search method moves it, with the bookkeeping of rollouts."""
+    """The bookkeeping of one search over a stage: what was measured, the best, success."""
 
-    def __init__(self, method: str, evaluator: Measurer, budget: int) -> None:
+    def __init__(self, method: str, stage: Stage, budget: int) -> None:
         self.method = method
-        self.evaluator = evaluator
+        self.stage = stage
         self.budget = budget
-        scenario = evaluator.scenario
+        scenario = stage.scenario
         self.objectives = scenario.objectives
         self.min_requests = scenario.evaluation.min_requests
-        self.window = scenario.evaluation.window_seconds
-        self.settle = scenario.evaluation.settle_seconds
-        self.deployed = start_container(scenario)
-        self.rollouts = 0
         self.trials = 0
-        self.seconds = 0.0
         self.best: tuple[float, ContainerConfig] | None = None
+        self.memory: dict[object, float] = {}
         self.history: list[str] = []
         self.success: RunResult | None = None
+        start = stage.deployed
+        self.memory[stage.key(start)] = self._judge("start", start, stage.measure_start())
 
     @property
     def spent(self) -> bool:
-        return self.rollouts >= self.budget or self.success is not None
+        return self.stage.changes >= self.budget or self.success is not None
 
     def try_point(self, point: Point) -> float:
-        """Deploy and measure ``point``; its objective (violation score + GPU tie-break)."""
-        if not self.evaluator.same(point.container, self.deployed):
-            self.rollouts += 1
-            self.seconds += STARTUP_SECONDS
-            self.deployed = point.container
+        """Deploy and measure ``point`` (free when measured before); its objective (violation
+        score + GPU tie-break)."""
+        key = self.stage.key(point.container)
+        known = self.memory.get(key)
+        if known is not None:
+            return known
         self.trials += 1
-        self.seconds += self.settle + self.window
-        result = self.evaluator.measure(point.container)
-        if not isinstance(result, Measured) or not isinstance(result.short, Observation):
-            self.history.append(f"{point.label()}: did not start")
+        result = self.stage.trial(point.container)
+        if isinstance(result, Failed):
+            self.history.append(f"{point.label()}: did not start ({result.reason})")
+            value = FAILED_OBJECTIVE
+        else:
+            value = self._judge(point.label(), point.container, result)
+        self.memory[key] = value
+        return value
+
+    def _judge(self, label: str, container: ContainerConfig, obs: ObservationResult) -> float:
+        if not isinstance(obs, Observation):
+            self.history.append(f"{label}: no window ({obs})")
             return FAILED_OBJECTIVE
-        s = score(result.short, self.objectives)
-        value = (s.value if s.value is not None else FAILED_OBJECTIVE) + GPU_TIE_BREAK * point.gpus
-        self.history.append(f"{point.label()}: {s.describe()}")
+        s = score(obs, self.objectives)
+        gpus = container.gpu_limit or 1
+        value = (s.value if s.value is not None else FAILED_OBJECTIVE) + GPU_TIE_BREAK * gpus
+        self.history.append(f"{label}: {s.describe()}")
         if self.best is None or value < self.best[0]:
-            self.best = (value, point.container)
-        if meets(result.short, self.objectives, self.min_requests):
-            self.seconds += 2 * self.window
-            if meets(result.confirm, self.objectives, self.min_requests):
-                self.success = RunResult(self.method, True, self.rollouts, self.trials, False,
-                                         point.container, self.seconds, "targets met, confirmed",
-                                         self.history)  # fmt: skip
+            self.best = (value, container)
+        if meets(obs, self.objectives, self.min_requests):
+            if meets(self.stage.confirm(), self.objectives, self.min_requests):
+                self.success = RunResult(self.method, True, self.stage.changes, self.trials,
+                                         False, container, self.stage.now,
+                                         "targets met, confirmed", self.history)  # fmt: skip
             else:
                 self.history.append("  the longer window missed: searching on")
         return value
@@ -89,14 +99,17 @@ class _Search:
     def result(self, exhausted_space: bool) -> RunResult:
         if self.success is not None:
             return self.success
-        final = self.best[1] if self.best is not None else self.deployed
+        final = self.best[1] if self.best is not None else self.stage.deployed
+        if self.stage.key(final) != self.stage.key(self.stage.deployed):
+            self.stage.revert(final)  # back to the best seen: a Deployment change like any other
+            self.history.append("reverted to the best configuration seen")
         why = "space exhausted" if exhausted_space else "budget spent"
-        return RunResult(self.method, False, self.rollouts, self.trials, exhausted_space, final,
-                         self.seconds, why, self.history)  # fmt: skip
+        return RunResult(self.method, False, self.stage.changes, self.trials, exhausted_space,
+                         final, self.stage.now, why, self.history)  # fmt: skip
 
 
-def _sweep(method: str, order: Iterator[Point], evaluator: Measurer, budget: int) -> RunResult:
-    search = _Search(method, evaluator, budget)
+def _sweep(method: str, order: Iterator[Point], stage: Stage, budget: int) -> RunResult:
+    search = _Search(method, stage, budget)
     for point in order:
         if search.spent:
             return search.result(False)
@@ -104,14 +117,14 @@ def _sweep(method: str, order: Iterator[Point], evaluator: Measurer, budget: int
     return search.result(search.success is None)
 
 
-def run_grid(evaluator: Measurer, space: list[Point], budget: int) -> RunResult:
-    return _sweep("grid", iter(space), evaluator, budget)
+def run_grid(stage: Stage, space: list[Point], budget: int, seed: int = 0) -> RunResult:
+    return _sweep("grid", iter(space), stage, budget)
 
 
-def run_random(evaluator: Measurer, space: list[Point], budget: int, seed: int) -> RunResult:
+def run_random(stage: Stage, space: list[Point], budget: int, seed: int) -> RunResult:
     order = list(space)
     random.Random(f"random:{seed}").shuffle(order)
-    return _sweep("random", iter(order), evaluator, budget)
+    return _sweep("random", iter(order), stage, budget)
 
 
 def optuna_available() -> bool:
@@ -122,7 +135,7 @@ def optuna_available() -> bool:
     return True
 
 
-def run_tpe(evaluator: Measurer, space: list[Point], budget: int, seed: int) -> RunResult:
+def run_tpe(stage: Stage, space: list[Point], budget: int, seed: int) -> RunResult:
     """Optuna TPE (ask/tell) over the space's dimensions; a configuration it asks for again is
     answered from what was measured, without a rollout."""
     try:
@@ -132,11 +145,16 @@ def run_tpe(evaluator: Measurer, space: list[Point], budget: int, seed: int) -> 
             "the tpe baseline needs optuna: pip install optuna (the `bench` extra)"
         ) from exc
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    dims = dimensions(evaluator.scenario)
+    dims = dimensions(stage.scenario)
     by_values = {tuple(v for _, v in p.values): p for p in space}
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True)
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    search = _Search("tpe", evaluator, budget)
+    search = _Search("tpe", stage, budget)
+    start = stage.key(stage.deployed)
+    for point in space:  # TPE is told the starting configuration's measurement too
+        if stage.key(point.container) == start:
+            study.enqueue_trial(dict(point.values))
+            break
     seen: dict[tuple[str, ...], float] = {}
     asks = 0
     while not search.spent and len(seen) < len(space) and asks < 20 * budget:
@@ -149,4 +167,5 @@ def run_tpe(evaluator: Measurer, space: list[Point], budget: int, seed: int) -> 
     return search.result(search.success is None and len(seen) == len(space))
 
 
-Method = Callable[[Measurer, list[Point], int, int], RunResult]
+Method = Callable[[Stage, list[Point], int, int], RunResult]
+SEARCHES: dict[str, Method] = {"grid": run_grid, "random": run_random, "tpe": run_tpe}

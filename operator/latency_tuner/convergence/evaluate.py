@@ -1,20 +1,13 @@
-"""One configuration measured the way a trial is: roll it out, settle, measure a window.
+"""One configuration measured in steady state, for the oracle.
 
 ``Evaluator.measure(container)`` starts a fresh simulated pod with the container's command
 line on the scenario's GPUs in the run's world (a configuration vLLM refuses to start, or one
-that needs more GPUs than the budget, is a failed rollout), serves the run's load trace from
-time 0 (the same trace for every configuration of one evaluator: common random numbers, so
-differences between configurations are not noise between traces; the oracle and the search
-baselines use evaluators with different streams, so a baseline never sees the oracle's noise),
-and measures with the operator's signal maths:
-
-- ``short``: the trial window ``[settle, settle + W]``, what a search method judges by;
-- ``confirm``: the longer window right after it, ``[settle + W, settle + 3W]``, which has to
-  agree before a success counts;
-- ``long``: ``[settle, settle + 3W]``, what the oracle ranks configurations by.
-
-Results are cached per engine configuration (two spellings of one configuration are measured
-once). Virtual time only.
+that needs more GPUs than the budget, is ``Failed``), serves the run's load trace (the oracle's
+own stream: a method's luck is not the oracle's; a drifting load is served at its drifted
+rate), skips ``protocol.steady_warmup`` (cold caches, a closed loop's first burst) and
+measures ``protocol.STEADY_WINDOWS`` evaluation windows with the operator's signal maths:
+``steady``. Results are cached per engine configuration (two spellings of one configuration
+are measured once). Virtual time only.
 """
 
 from __future__ import annotations
@@ -24,6 +17,7 @@ from typing import Protocol
 
 from latency_tuner.api.spec import Objectives
 from latency_tuner.convergence.measure import SCRAPE_SECONDS, Pod, Recorder
+from latency_tuner.convergence.protocol import STEADY_WINDOWS, steady_warmup
 from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.convergence.world import Load, World
 from latency_tuner.core.cluster import ContainerConfig
@@ -42,9 +36,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Measured:
-    short: ObservationResult
-    confirm: ObservationResult
-    long: ObservationResult
+    steady: ObservationResult  # after the warm-up, STEADY_WINDOWS windows long
 
 
 Result = Measured | Failed
@@ -81,14 +73,12 @@ def meets(obs: ObservationResult, objectives: Objectives, min_requests: int) -> 
 
 
 class Measurer(Protocol):
-    """What the oracle and the baselines need of an evaluator (tests give their own)."""
+    """What the oracle needs of an evaluator (tests give their own)."""
 
     @property
     def scenario(self) -> Scenario: ...
 
     def measure(self, container: ContainerConfig) -> Result: ...
-
-    def same(self, a: ContainerConfig, b: ContainerConfig) -> bool: ...
 
 
 class Evaluator:
@@ -108,13 +98,6 @@ class Evaluator:
     def scenario(self) -> Scenario:
         return self._scenario
 
-    def same(self, a: ContainerConfig, b: ContainerConfig) -> bool:
-        """The two containers run the same engine configuration (a move between them is free)."""
-        if a == b:
-            return True
-        ca = engine_config(self._scenario, self.world, a, self.seed)
-        return ca == engine_config(self._scenario, self.world, b, self.seed)
-
     def measure(self, container: ContainerConfig) -> Result:
         config = engine_config(self.scenario, self.world, container, self.seed)
         if isinstance(config, Failed):
@@ -128,11 +111,13 @@ class Evaluator:
         self.simulations += 1
         s = self.scenario
         window = s.evaluation.window_seconds
-        settle = s.evaluation.settle_seconds
-        load = Load(s.workload, self.world, seed=self.seed, stream=f"{s.name}:{self.stream}")
+        warmup = steady_warmup(s.evaluation.settle_seconds, window)
+        load = Load(s.workload, self.world, seed=self.seed, stream=f"{s.name}:{self.stream}",
+                    offset=s.workload.drift_seconds)  # fmt: skip
         recorder = Recorder()
         pod = Pod("llama-eval-0", config, self.world, load, seed=self.seed, started=0.0)
-        end = settle + 3 * window
+        seconds = STEADY_WINDOWS * window
+        end = warmup + seconds
         t = 0.0
         try:
             while True:
@@ -145,8 +130,4 @@ class Evaluator:
             return Failed(f"cannot serve the load: {exc}")
         percentiles = [o.percentile for o in (s.objectives.ttft, s.objectives.itl, s.objectives.e2e)
                        if o is not None]  # fmt: skip
-        return Measured(
-            short=recorder.observe(end=settle + window, seconds=window, percentiles=percentiles),
-            confirm=recorder.observe(end=end, seconds=2 * window, percentiles=percentiles),
-            long=recorder.observe(end=end, seconds=3 * window, percentiles=percentiles),
-        )
+        return Measured(recorder.observe(end=end, seconds=seconds, percentiles=percentiles))

@@ -5,13 +5,16 @@ model in the run's world, and vLLM's metric families (``simulator.metrics.Engine
 A ``Recorder`` samples the families of the pods into series every scrape interval, under the
 target labels a Prometheus would attach (``namespace``, ``pod``), and answers a window with
 the operator's own maths: ``core.signals.evaluate_on_series`` for every aggregate, then
-``assemble`` -- exactly what the direct-scrape source does with scraped text. No I/O.
+``assemble`` -- exactly what the direct-scrape source does with scraped text. In a "foreign"
+world a pod's steps also carry the world's noise and preemption cost (``_ForeignSteps``): the
+simulator prices a step, the world then stretches it. No I/O.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
@@ -23,7 +26,7 @@ from latency_tuner.core.promql import default_matchers
 from latency_tuner.simulator.clock import VirtualClock
 from latency_tuner.simulator.config import EngineConfig
 from latency_tuner.simulator.cost import CostModel
-from latency_tuner.simulator.engine import RequestRecord, VirtualEngine
+from latency_tuner.simulator.engine import PlannedStep, RequestRecord, VirtualEngine
 from latency_tuner.simulator.metrics import EngineMetrics
 from latency_tuner.vllm.metrics import FAMILIES, MetricType
 
@@ -98,6 +101,27 @@ class Recorder:
         )
 
 
+class _ForeignSteps:
+    """A step as the simulator prices it, then stretched by the world: log-normal jitter, a
+    rare Pareto stall, and a cost per request the step preempts."""
+
+    def __init__(self, plan: Callable[[float], PlannedStep | None], world: World, seed: int):
+        self.plan = plan
+        self.world = world
+        self.rng = random.Random(f"steps:{world.key}:{seed}")
+
+    def __call__(self, now: float) -> PlannedStep | None:
+        step = self.plan(now)
+        if step is None:
+            return None
+        w, rng = self.world, self.rng
+        duration = step.duration * rng.lognormvariate(0.0, w.jitter_sigma)
+        if rng.random() < w.stall_probability:
+            duration += w.stall_scale_s * rng.paretovariate(w.stall_alpha)
+        duration += w.preemption_s * len(step.output.preempted)
+        return PlannedStep(step.output, duration)
+
+
 class Pod:
     """One simulated vLLM server that serves ``load`` from ``started`` on."""
 
@@ -117,6 +141,9 @@ class Pod:
         self.engine = VirtualEngine(
             config, seed=seed, cost=cost, sink=self.metrics, clock=VirtualClock(started)
         )
+        if world.kind == "foreign":
+            core = self.engine.core
+            core.begin_step = _ForeignSteps(core.begin_step, world, seed)  # type: ignore[method-assign]
         self.load = load
         self.serving = True
         if load.closed:

@@ -1,19 +1,25 @@
 """Statistics of a suite's results, the table the CLI prints, its JSON and the plot.
 
-Per method and world, over the runs whose scenario the oracle found feasible in that world:
+Per method and world, over the runs whose scenario the oracle found feasible in that world
+(steady state):
 
 - success: share of runs that met the targets (confirmed by the longer window) in budget;
-- rollouts to success ``R``: the Deployment changes spent until then; a run that did not
-  succeed counts as ``max(rollouts, budget)`` (it would have needed more): median and p90;
+- rollouts to success ``R``: the Deployment changes spent until then (rollbacks and reverts
+  included, for every method); a run that did not succeed counts as ``max(rollouts, budget)``
+  (it would have needed more): median and p90;
 - vs operator: ``sum R(method) / sum R(operator)`` over the same runs (> 1: more rollouts);
-- gap: the final configuration's objective on the oracle's long window relative to the
-  oracle's best (median over successes); "within 10%": share of feasible runs that succeeded
-  within 10% of the best at the oracle's minimum GPU count; "min GPUs": share of feasible runs
-  that succeeded at the minimum GPU count;
+- gap: the final configuration's steady-state objective relative to the oracle's reference
+  (the best configuration of the cheapest knob class that meets; median over successes);
+- "within 10%": share of feasible runs that succeeded on a configuration that meets in steady
+  state, of a class no costlier than the reference's, at no more GPUs, within 10% of it;
+- "preferred class": share of the successes whose final configuration is of a class no costlier
+  than the reference's (safe before lossy before costly);
 
-and over the infeasible runs: "gave up", the share that ended by deciding nothing is left
-(operator: Exhausted; grid, random, TPE: the space searched through), and "false success",
-the share that claimed the targets met. Percentiles interpolate linearly (numpy's default).
+and over the infeasible runs: "false success", the share that claimed the targets met, and
+"gave up", the share that ended by deciding nothing is left (operator and blind: Exhausted;
+grid, random, TPE: the space searched through) -- counted only over the runs whose whole space
+fits in the budget, where every method could give up (elsewhere a search cannot, by
+construction). Percentiles interpolate linearly (numpy's default).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from latency_tuner.convergence.suite import JobResult, MethodOutcome
+from latency_tuner.core.knobs import KnobClass
 
 QUALITY_GAP = 0.10
 
@@ -52,7 +59,7 @@ class MethodStats:
     total_rollouts: int
     ratio_to_operator: float | None
     median_gap: float | None
-    within_gap: int  # successes within QUALITY_GAP of the best, at the minimum GPU count
+    within_gap: int  # successes within QUALITY_GAP of the reference, its class and GPUs at most
     at_min_gpus: int
     infeasible_runs: int
     gave_up: int
@@ -61,6 +68,8 @@ class MethodStats:
     success_median: float | None = None  # rollouts of the successful runs only
     success_p90: float | None = None
     infeasible_mean_rollouts: float | None = None  # what an impossible target costs
+    give_up_runs: int = 0  # infeasible runs whose space fits in the budget
+    preferred_class: int = 0  # successes no costlier than the reference's class
 
     @property
     def success_rate(self) -> float | None:
@@ -79,10 +88,19 @@ def method_stats(results: Sequence[JobResult], method: str, world: str, budget: 
              for r in feasible]  # fmt: skip
     ok = [r for r in feasible if r.outcomes[method].success]
     gaps = [g for r in ok if (g := r.gap(method)) is not None]
+    preferred = [r for r in ok if allowed_class(r, r.outcomes[method])]
     at_min = [
         r for r in ok if r.min_gpus is not None and r.outcomes[method].final_gpus <= r.min_gpus
     ]
-    within = [r for r in at_min if (g := r.gap(method)) is not None and g <= QUALITY_GAP]
+    within = [
+        r
+        for r in at_min
+        if r.outcomes[method].final_meets
+        and allowed_class(r, r.outcomes[method])
+        and (g := r.gap(method)) is not None
+        and g <= QUALITY_GAP
+    ]
+    comparable = [r for r in infeasible if r.give_up_compares]
     operator_spent = [
         rollouts_to_success(r.outcomes["operator"].success, r.outcomes["operator"].rollouts, budget)
         for r in feasible
@@ -104,7 +122,9 @@ def method_stats(results: Sequence[JobResult], method: str, world: str, budget: 
         within_gap=len(within),
         at_min_gpus=len(at_min),
         infeasible_runs=len(infeasible),
-        gave_up=sum(1 for r in infeasible if r.outcomes[method].gave_up),
+        gave_up=sum(1 for r in comparable if r.outcomes[method].gave_up),
+        give_up_runs=len(comparable),
+        preferred_class=len(preferred),
         false_success=sum(1 for r in infeasible if r.outcomes[method].success),
         median_seconds=percentile([r.outcomes[method].seconds for r in ok], 50),
         success_median=percentile([r.outcomes[method].rollouts for r in ok], 50),
@@ -115,6 +135,13 @@ def method_stats(results: Sequence[JobResult], method: str, world: str, budget: 
             else None
         ),
     )
+
+
+def allowed_class(result: JobResult, outcome: MethodOutcome) -> bool:
+    """The final configuration's class is no costlier than the oracle's reference's."""
+    if result.reference_class is None or outcome.final_class is None:
+        return True
+    return KnobClass(outcome.final_class).rank <= KnobClass(result.reference_class).rank
 
 
 def all_stats(
@@ -135,12 +162,12 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
 def table(stats: Sequence[MethodStats], budget: int) -> str:
     """A Markdown table, one row per world and method."""
     head = (
-        "| world | method | success (feasible) | median rollouts | p90 rollouts | successes: "
-        "median / p90 | rollouts vs operator | median gap to oracle | within 10% at min GPUs | "
-        "at min GPUs | gave up (infeasible) | false success (infeasible) | mean rollouts "
-        "(infeasible) |"
+        "| world | method | success (feasible) | median / p90 rollouts | successes: median / p90 "
+        "| rollouts vs operator | median gap to reference | within 10% of reference | preferred "
+        "class (successes) | false success (infeasible) | gave up (infeasible, space <= budget) "
+        "| mean rollouts (infeasible) |"
     )
-    lines = [head, "|" + "---|" * 13]
+    lines = [head, "|" + "---|" * 12]
     for s in stats:
 
         def capped(x: float | None) -> str:
@@ -148,12 +175,13 @@ def table(stats: Sequence[MethodStats], budget: int) -> str:
 
         lines.append(
             f"| {s.world} | {s.method} | {_share(s.successes, s.feasible_runs)} | "
-            f"{capped(s.median_rollouts)} | {capped(s.p90_rollouts)} | "
+            f"{capped(s.median_rollouts)} / {capped(s.p90_rollouts)} | "
             f"{_num(s.success_median)} / {_num(s.success_p90)} | "
             f"{_num(s.ratio_to_operator, '{:.2f}x')} | {_num(s.median_gap, '{:+.0%}')} | "
-            f"{_share(s.within_gap, s.feasible_runs)} | {_share(s.at_min_gpus, s.feasible_runs)} | "
-            f"{_share(s.gave_up, s.infeasible_runs)} | "
+            f"{_share(s.within_gap, s.feasible_runs)} | "
+            f"{_share(s.preferred_class, s.successes)} | "
             f"{_share(s.false_success, s.infeasible_runs)} | "
+            f"{_share(s.gave_up, s.give_up_runs)} | "
             f"{_num(s.infeasible_mean_rollouts)} |"
         )
     return "\n".join(lines)
@@ -162,10 +190,11 @@ def table(stats: Sequence[MethodStats], budget: int) -> str:
 def per_scenario(results: Sequence[JobResult], methods: Sequence[str]) -> str:
     """One line per job: feasibility and each method's rollouts (* = success)."""
     width = max((len(r.scenario) for r in results), default=10)
-    lines = [f"{'scenario'.ljust(width)}  world      seed  oracle (meeting/space)  " +
+    lines = [f"{'scenario'.ljust(width)}  world      seed  oracle (meeting/space class)  " +
              "  ".join(m.rjust(8) for m in methods)]  # fmt: skip
     for r in results:
         oracle = f"{'feasible' if r.feasible else 'infeasible'} {r.meeting}/{r.space}"
+        oracle += f" {r.reference_class}" if r.reference_class else ""
         cells = []
         for m in methods:
             o = r.outcomes.get(m)
@@ -173,11 +202,15 @@ def per_scenario(results: Sequence[JobResult], methods: Sequence[str]) -> str:
                 cells.append("-".rjust(8))
                 continue
             mark = "*" if o.success else ("x" if o.gave_up else " ")
-            cells.append(f"{o.rollouts}{mark}".rjust(8))
+            worse = "^" if o.success and not allowed_class(r, o) else ""
+            cells.append(f"{o.rollouts}{mark}{worse}".rjust(8))
         mismatch = "" if (r.expect == "feasible") == r.feasible else "  (expected " + r.expect + ")"
-        lines.append(f"{r.scenario.ljust(width)}  {r.world:9}  {r.seed:4}  {oracle:22}  "
+        lines.append(f"{r.scenario.ljust(width)}  {r.world:9}  {r.seed:4}  {oracle:28}  "
                      + "  ".join(cells) + mismatch)  # fmt: skip
-    lines.append("rollouts per method: * met and confirmed, x gave up, blank: budget or time spent")
+    lines.append(
+        "rollouts per method: * met and confirmed, x gave up, blank: budget or time "
+        "spent; ^ ended on a costlier knob class than the oracle's reference"
+    )
     return "\n".join(lines)
 
 
@@ -211,7 +244,9 @@ def load_json(path: Path) -> tuple[list[JobResult], dict[str, Any]]:
                                    "final_objective": _inf(o["final_objective"])})
             for name, o in job["outcomes"].items()
         }  # fmt: skip
-        fields = {**job, "outcomes": outcomes, "best_objective": _inf(job["best_objective"])}
+        by_class = {k: tuple(v) for k, v in job.get("by_class", {}).items()}
+        fields = {**job, "outcomes": outcomes, "best_objective": _inf(job["best_objective"]),
+                  "by_class": by_class}  # fmt: skip
         results.append(JobResult(**fields))
     return results, body["meta"]
 

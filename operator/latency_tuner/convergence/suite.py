@@ -1,10 +1,12 @@
-"""A whole suite: every scenario x world (matched, perturbed) x seed, every method, the oracle.
+"""A whole suite: every scenario x world (matched, perturbed, foreign) x seed, every method,
+the oracle.
 
 One job is one scenario in one world with one seed: the oracle measures the whole allowed
-space on its own load trace, the search baselines share a second trace (their evaluator caches,
-so grid, random and TPE measure a configuration once), the operator runs its own continuous
-timeline on a third, and each method's final configuration is rated by the oracle's measure.
-Jobs run in worker processes (``jobs``); results are plain values.
+space in steady state on its own load trace; every method -- the operator, the blind planner
+(the operator's loop, diagnosis ignored), grid, random and TPE -- runs its own continuous
+timeline of the same virtual Deployment serving the same load stream under ``protocol``; each
+method's final configuration is rated by the oracle's measure, with its knob class. Jobs run in
+worker processes (``jobs``); results are plain values.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from latency_tuner.convergence.evaluate import Evaluator
 from latency_tuner.convergence.operator_run import RunResult, run_operator
 from latency_tuner.convergence.scenario import Scenario, expectation
 from latency_tuner.convergence.space import build_space
-from latency_tuner.convergence.world import WorldKind, make_world
+from latency_tuner.convergence.stage import LiveStage
+from latency_tuner.convergence.world import WORLDS, WorldKind, make_world
 
-METHODS = ("operator", "grid", "random", "tpe")
+METHODS = ("operator", "blind", "grid", "random", "tpe")
 DEFAULT_BUDGET = 12
 
 
@@ -36,9 +39,10 @@ class MethodOutcome:
     seconds: float
     final_objective: float  # the oracle's objective of the final configuration
     final_gpus: int
-    final_meets: bool  # the oracle's long window of the final configuration meets the targets
+    final_meets: bool  # the oracle's steady window of the final configuration meets the targets
     reason: str
     history: tuple[str, ...] = ()
+    final_class: str | None = None  # safe, lossy, costly: what the final configuration changed
 
 
 @dataclass(frozen=True)
@@ -55,11 +59,23 @@ class JobResult:
     simulations: int
     seconds: float  # CPU wall time of the job
     outcomes: dict[str, MethodOutcome] = field(default_factory=dict)
+    reference_class: str | None = None  # the cheapest class that meets (the reference's)
+    by_class: dict[str, tuple[str, float, int]] = field(default_factory=dict)  # label, obj., GPUs
+    budget: int = 0
+
+    @property
+    def give_up_compares(self) -> bool:
+        """Every method could search the whole space within the budget (else a search that
+        "never gives up" only ran out of budget)."""
+        return self.space - 1 <= self.budget
 
     def gap(self, method: str) -> float | None:
-        """Relative gap of the method's final configuration to the oracle's best."""
+        """Relative gap of the method's final configuration to the oracle's reference; None
+        unless both meet the targets in steady state."""
         o = self.outcomes[method]
         best = self.best_objective
+        if not (self.feasible and o.final_meets):
+            return None
         if not math.isfinite(o.final_objective) or not math.isfinite(best):
             return None
         if best <= 0:
@@ -82,32 +98,34 @@ def run_job(job: Job) -> JobResult:
     world = make_world(job.world, job.seed)
     # The oracle measures on its own trace: a search method's luck is not the oracle's.
     judge = Evaluator(s, world, job.seed, stream="oracle")
-    evaluator = Evaluator(s, world, job.seed, stream="trace")
     space = build_space(s)
     best = oracle.search(judge, space)
     runs: list[RunResult] = []
     for method in job.methods:
-        if method == "operator":
-            runs.append(run_operator(s, world, job.seed, budget=job.budget))
-        elif method == "grid":
-            runs.append(baselines.run_grid(evaluator, space, job.budget))
-        elif method == "random":
-            runs.append(baselines.run_random(evaluator, space, job.budget, job.seed))
-        elif method == "tpe":
-            runs.append(baselines.run_tpe(evaluator, space, job.budget, job.seed))
+        if method in ("operator", "blind"):
+            runs.append(run_operator(s, world, job.seed, budget=job.budget,
+                                     blind=method == "blind"))  # fmt: skip
+        elif method in baselines.SEARCHES:
+            stage = LiveStage(s, world, job.seed)
+            runs.append(baselines.SEARCHES[method](stage, space, job.budget, job.seed))
         else:
             raise ValueError(f"unknown method {method!r}")
     outcomes = {}
     for run in runs:
         q = oracle.quality(judge, run.final)
+        cls = oracle.class_of_container(s, run.final)
         outcomes[run.method] = MethodOutcome(
             run.method, run.success, run.rollouts, run.trials, run.gave_up, run.seconds,
             q.objective, q.gpus, q.meets, run.reason, tuple(run.history),
+            cls.value,
         )  # fmt: skip
+    by_class = {c.value: (b.point.label(), b.objective, b.gpus) for c, b in best.by_class.items()}
     return JobResult(
         s.name, job.world, job.seed, expectation(s), best.feasible, best.best_objective,
-        best.min_gpus, len(space), best.meeting, judge.simulations + evaluator.simulations,
+        best.min_gpus, len(space), best.meeting, judge.simulations,
         time.perf_counter() - started, outcomes,
+        None if best.reference_class is None else best.reference_class.value, by_class,
+        job.budget,
     )  # fmt: skip
 
 
@@ -117,7 +135,7 @@ def jobs_for(
     seeds: int,
     methods: Sequence[str],
     budget: int = DEFAULT_BUDGET,
-    worlds: Sequence[WorldKind] = ("matched", "perturbed"),
+    worlds: Sequence[WorldKind] = WORLDS,
 ) -> list[Job]:
     return [
         Job(s, w, seed, tuple(methods), budget)
@@ -132,9 +150,11 @@ def run_suite(
     *,
     processes: int = 2,
     progress: Callable[[JobResult, int, int], None] | None = None,
+    in_order: bool = False,
 ) -> list[JobResult]:
-    """Run every job (in ``processes`` workers when more than one), longest spaces first."""
-    ordered = sorted(jobs, key=lambda j: -len(build_space(j.scenario)))
+    """Run every job (in ``processes`` workers when more than one), longest spaces first (in
+    the given order with ``in_order``: a partial run then covers a prefix of the suite)."""
+    ordered = list(jobs) if in_order else sorted(jobs, key=lambda j: -len(build_space(j.scenario)))
     results: list[JobResult] = []
     if processes <= 1:
         for job in ordered:

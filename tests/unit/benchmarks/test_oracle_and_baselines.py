@@ -10,9 +10,9 @@ import pytest
 from latency_tuner.convergence import baselines, oracle
 from latency_tuner.convergence.evaluate import Failed, Measured, Result
 from latency_tuner.convergence.scenario import Scenario, parse_scenario
-from latency_tuner.convergence.space import Point, build_space
+from latency_tuner.convergence.space import Point, build_space, start_container
 from latency_tuner.core.cluster import ContainerConfig
-from latency_tuner.core.observation import Observation
+from latency_tuner.core.observation import Observation, ObservationResult
 from latency_tuner.scenario import latency_target, vllm_deployment
 
 SCENARIO: dict[str, Any] = {
@@ -45,6 +45,11 @@ def window(ttft: float, requests: int = 200) -> Observation:
     return Observation(window_seconds=10.0, requests=requests, ttft={50: ttft / 2, 90: ttft})
 
 
+def _seqs(container: ContainerConfig) -> str:
+    args = list(container.args or ())
+    return args[args.index("--max-num-seqs") + 1]
+
+
 class Table:
     """A measurer that answers from a table: seqs value -> TTFT p90 (None: fails to start)."""
 
@@ -57,16 +62,68 @@ class Table:
     def scenario(self) -> Scenario:
         return self._scenario
 
-    def same(self, a: ContainerConfig, b: ContainerConfig) -> bool:
-        return a == b
-
     def measure(self, container: ContainerConfig) -> Result:
         self.calls += 1
-        args = list(container.args or ())
-        value = self.ttft[args[args.index("--max-num-seqs") + 1]]
+        value = self.ttft[_seqs(container)]
         if value is None:
             return Failed("CrashLoopBackOff")
-        return Measured(window(value), window(value), window(value))
+        return Measured(window(value))
+
+
+class TableStage:
+    """A stage that answers from a table and counts Deployment changes."""
+
+    def __init__(self, scenario: Scenario, ttft: dict[str, float | None]) -> None:
+        self._scenario = scenario
+        self.ttft = ttft
+        self._deployed = start_container(scenario)
+        self._changes = 0
+        self.log: list[str] = []
+
+    @property
+    def scenario(self) -> Scenario:
+        return self._scenario
+
+    @property
+    def changes(self) -> int:
+        return self._changes
+
+    @property
+    def now(self) -> float:
+        return 60.0 * self._changes
+
+    @property
+    def deployed(self) -> ContainerConfig:
+        return self._deployed
+
+    def key(self, container: ContainerConfig) -> object:
+        return _seqs(container)
+
+    def _window(self, container: ContainerConfig) -> Observation | Failed:
+        value = self.ttft[_seqs(container)]
+        return Failed("CrashLoopBackOff") if value is None else window(value)
+
+    def measure_start(self) -> ObservationResult:
+        self.log.append(f"start {_seqs(self._deployed)}")
+        result = self._window(self._deployed)
+        assert isinstance(result, Observation)
+        return result
+
+    def trial(self, container: ContainerConfig) -> ObservationResult | Failed:
+        self._changes += 1
+        self._deployed = container
+        self.log.append(f"trial {_seqs(container)}")
+        return self._window(container)
+
+    def confirm(self) -> ObservationResult:
+        result = self._window(self._deployed)
+        assert isinstance(result, Observation)
+        return result
+
+    def revert(self, container: ContainerConfig) -> None:
+        self._changes += 1
+        self._deployed = container
+        self.log.append(f"revert {_seqs(container)}")
 
 
 @pytest.fixture
@@ -108,20 +165,35 @@ def test_the_grid_measures_the_deployed_start_for_free_and_pays_one_rollout_per_
     space: tuple[Scenario, list[Point]],
 ) -> None:
     scenario, points = space
-    result = baselines.run_grid(Table(scenario, {"8": 0.4, "16": 0.08}), points, budget=12)
+    stage = TableStage(scenario, {"8": 0.4, "16": 0.08})
+    result = baselines.run_grid(stage, points, budget=12)
     assert result.success
-    assert (result.rollouts, result.trials) == (1, 2)
+    assert (result.rollouts, result.trials) == (1, 1)
+    assert stage.log == ["start 8", "trial 16"]
     assert result.final == points[1].container
 
 
-def test_a_search_that_runs_out_of_space_says_so_and_keeps_the_best_it_saw(
+def test_a_search_whose_start_meets_the_targets_succeeds_without_a_rollout(
     space: tuple[Scenario, list[Point]],
 ) -> None:
     scenario, points = space
-    result = baselines.run_random(Table(scenario, {"8": 0.4, "16": None}), points, 12, seed=1)
+    for run in (baselines.run_grid, baselines.run_random):
+        result = run(TableStage(scenario, {"8": 0.05, "16": 0.08}), points, 12, 0)
+        assert result.success
+        assert result.rollouts == 0
+
+
+def test_a_search_that_ends_away_from_its_best_pays_a_rollout_to_revert_to_it(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    scenario, points = space
+    stage = TableStage(scenario, {"8": 0.4, "16": None})
+    result = baselines.run_random(stage, points, 12, seed=1)
     assert not result.success
     assert result.gave_up
     assert result.final == points[0].container
+    assert stage.log == ["start 8", "trial 16", "revert 8"]
+    assert result.rollouts == 2  # the move and the revert, as the operator's trial + rollback
 
 
 def test_grid_order_is_auto_tunes_seqs_outer_and_batched_tokens_inner() -> None:
@@ -146,6 +218,6 @@ def test_tpe_asks_optuna_and_finds_the_meeting_point(
 ) -> None:
     pytest.importorskip("optuna")
     scenario, points = space
-    result = baselines.run_tpe(Table(scenario, {"8": 0.4, "16": 0.08}), points, 12, seed=0)
+    result = baselines.run_tpe(TableStage(scenario, {"8": 0.4, "16": 0.08}), points, 12, seed=0)
     assert result.success
     assert result.final == points[1].container

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,13 @@ def outcome(
                          objective, gpus, success, "test")  # fmt: skip
 
 
-def job(name: str, feasible: bool, *outcomes: MethodOutcome, best: float = 1.0) -> JobResult:
+def job(
+    name: str, feasible: bool, *outcomes: MethodOutcome, best: float = 1.0, space: int = 4,
+    reference: str | None = "safe",
+) -> JobResult:  # fmt: skip
     return JobResult(name, "matched", 0, "feasible", feasible, best, 1 if feasible else None,
-                     4, 1 if feasible else 0, 4, 0.1, {o.method: o for o in outcomes})  # fmt: skip
+                     space, 1 if feasible else 0, 4, 0.1, {o.method: o for o in outcomes},
+                     reference if feasible else None, {}, 12)  # fmt: skip
 
 
 def test_percentiles_interpolate_linearly_like_numpy() -> None:
@@ -71,8 +76,8 @@ def test_method_stats_count_success_rollouts_ratio_gap_and_give_ups() -> None:
 def test_the_table_and_the_json_carry_the_numbers() -> None:
     stats = [method_stats(RESULTS, m, "matched", 12) for m in ("operator", "grid")]
     text = table(stats, 12)
-    assert "| matched | operator | 2/3 (67%) | 2.0 | 10.0 | 1.5 / 1.9 | 1.00x |" in text
-    assert text.splitlines()[2].endswith("| 1/1 (100%) | 0/1 (0%) | 2.0 |")
+    assert "| matched | operator | 2/3 (67%) | 2.0 / 10.0 | 1.5 / 1.9 | 1.00x |" in text
+    assert text.splitlines()[2].endswith("| 0/1 (0%) | 1/1 (100%) | 2.0 |")
     body = json.loads(to_json(RESULTS, stats, {"command": "x"}))
     assert body["stats"][0]["successes"] == 2
     assert len(body["jobs"]) == 4
@@ -85,3 +90,26 @@ def test_a_saved_run_reloads_into_the_same_statistics(tmp_path: Path) -> None:
     again, meta = load_json(path)
     assert meta == {"command": "x"}
     assert method_stats(again, "operator", "matched", 12) == stats[0]
+
+
+def test_give_ups_count_only_where_every_method_could_search_the_whole_space() -> None:
+    results = [
+        job("small", False, outcome("operator", False, 2, gave_up=True),
+            outcome("grid", False, 4, gave_up=True)),
+        job("large", False, outcome("operator", False, 3, gave_up=True),
+            outcome("grid", False, 12), space=30),
+    ]  # fmt: skip
+    op = method_stats(results, "operator", "all", budget=12)
+    grid = method_stats(results, "grid", "all", budget=12)
+    assert (op.infeasible_runs, op.give_up_runs, op.gave_up) == (2, 1, 1)
+    assert (grid.give_up_runs, grid.gave_up) == (1, 1)  # the 30-point space says nothing
+
+
+def test_a_success_on_a_costlier_class_than_needed_is_not_within_reach_of_the_reference() -> None:
+    lossy = replace(outcome("operator", True, 1, objective=0.5), final_class="lossy")
+    safe = replace(outcome("grid", True, 2, objective=1.05), final_class="safe")
+    results = [job("fp8-not-needed", True, lossy, safe, reference="safe")]
+    op = method_stats(results, "operator", "all", budget=12)
+    grid = method_stats(results, "grid", "all", budget=12)
+    assert (op.successes, op.preferred_class, op.within_gap) == (1, 0, 0)
+    assert (grid.successes, grid.preferred_class, grid.within_gap) == (1, 1, 1)

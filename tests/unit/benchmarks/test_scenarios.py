@@ -120,6 +120,13 @@ def test_a_shared_prefix_longer_than_the_prompts_is_refused() -> None:
     assert "sharedPrefixTokens" in problems(bad(workload={"sharedPrefixTokens": 190}))
 
 
+def test_a_drift_needs_open_arrivals_and_a_duration() -> None:
+    assert "drift needs open" in problems(bad(workload={"drift": 2.0}))
+    closed = {"arrival": "closed", "users": 4, "rate": None, "drift": 2.0, "driftSeconds": 60}
+    assert "drift needs open" in problems(bad(workload=closed))
+    parse_scenario({**GOOD, "workload": {**GOOD["workload"], "drift": 2.0, "driftSeconds": 60}})
+
+
 def test_a_suite_with_a_name_used_twice_is_refused(tmp_path: Path) -> None:
     for file in ("a.yaml", "b.yaml"):
         (tmp_path / file).write_text(yaml.safe_dump(GOOD))

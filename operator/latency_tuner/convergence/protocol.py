@@ -1,0 +1,58 @@
+"""The measurement protocol every method of the benchmark follows, in one place.
+
+- **One clock.** Every method looks at the Deployment on the operator's reconcile timer
+  (``TICK_SECONDS``); a new pod is ready ``virtual.STARTUP_SECONDS`` after the patch and is
+  seen ready at the first look after that.
+- **One window-start rule** (the operator's own: ``core.rollout.trial``): a configuration's
+  window starts at the first look at least ``evaluation.settle`` after it was seen ready, lasts
+  ``evaluation.window``, and is judged at the first look after it ends. The starting
+  configuration is seen ready at the first look (t = one tick) and measured by the same rule,
+  by every method; it costs no rollout.
+- **One cost.** Every Deployment change is one rollout: a trial, a rollback, a revert to the
+  best configuration seen, a move to a configuration that then fails to start. Moving between
+  two spellings of one engine configuration is no change.
+- **One success rule.** A window meets every target with at least ``minRequests`` requests, and
+  the window twice as long right after it agrees.
+- **The oracle measures steady state**: every allowed configuration on its own trace, after
+  ``steady_warmup`` (never a window with a cold start), over two windows.
+
+Pure arithmetic on virtual seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+TICK_SECONDS = 10.0  # the operator's timer interval: when anyone looks at the Deployment
+STEADY_MIN_WARMUP = 45.0  # the oracle skips at least this much after a pod starts
+STEADY_WINDOWS = 2  # the oracle's window, in evaluation windows
+
+
+def next_look(t: float) -> float:
+    """The first look at or after ``t``."""
+    return math.ceil(round(t / TICK_SECONDS, 9)) * TICK_SECONDS
+
+
+@dataclass(frozen=True)
+class TrialWindow:
+    start: float
+    end: float
+    judged: float  # when the method sees the window (the first look after it ends)
+
+
+def trial_window(seen_ready: float, settle: float, window: float) -> TrialWindow:
+    """The window of a configuration seen ready at ``seen_ready`` (a look)."""
+    start = next_look(seen_ready + settle)
+    return TrialWindow(start, start + window, next_look(start + window))
+
+
+def confirm_window(judged: float, window: float) -> tuple[float, float]:
+    """The longer window that must agree with a meeting one: twice as long, right after."""
+    return judged, judged + 2 * window
+
+
+def steady_warmup(settle: float, window: float) -> float:
+    """How long after its start the oracle ignores a pod: cold caches, the first burst of a
+    closed loop, the queue of the rollout."""
+    return max(STEADY_MIN_WARMUP, settle + window, 2 * window)
