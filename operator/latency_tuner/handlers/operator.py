@@ -36,6 +36,8 @@ from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.core.rollout import Reason, baseline_container
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
+from latency_tuner.handlers import caches
+from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -77,11 +79,12 @@ def build_registry(
         memo.scrape = scrape
         memo.locks = defaultdict(asyncio.Lock)
         memo.deployments = Deployments(api_client)
+        memo.indexed = IndexedDeployments(memo.deployments)
         memo.latencytargets = LatencyTargets(api_client)
         memo.reconciler = Reconciler(
             Ports(
-                deployments=memo.deployments,
-                nodes=Nodes(api_client),
+                deployments=memo.indexed,
+                nodes=CachedNodes(Nodes(api_client)),
                 latencytargets=memo.latencytargets,
                 metrics_for=metrics_for or _metrics_factory(config, scrape),
                 pods_seen=scrape.pods_seen if scrape is not None else None,
@@ -104,6 +107,8 @@ def build_registry(
     def probe(memo: kopf.Memo, **_: Any) -> int:
         return len(memo.get("locks") or {})
 
+    caches.register(registry)
+
     @kopf.index(*resource, id="claims", registry=registry)
     def claims(
         namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
@@ -119,10 +124,12 @@ def build_registry(
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, field="spec", registry=registry)
     async def changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        memo.indexed.attach(kwargs)
         await _reconcile(body, memo, kwargs["claims"])
 
     @kopf.timer(*resource, interval=config.interval_seconds, sharp=False, registry=registry)
     async def tick(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        memo.indexed.attach(kwargs)
         await _reconcile(body, memo, kwargs["claims"])
 
     @kopf.on.delete(*resource, registry=registry, when=_restore_wanted)
