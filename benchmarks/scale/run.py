@@ -142,6 +142,7 @@ class _World:
         self.bumped_at: dict[str, float] = {}
         self.generation: dict[str, int] = {}
         self.pod: dict[str, str] = {}
+        self.metrics: dict[str, str] = {}  # MetricsAvailable status and reason per target
         from benchmarks.scale.fleet_metrics import FleetMetrics
 
         self.fleet = FleetMetrics(NAMESPACE, self.pod)
@@ -252,6 +253,9 @@ class _World:
             elif event.store == LT_STORE:
                 status = obj.get("status") or {}
                 self.phases[name] = str(status.get("phase"))
+                for c in status.get("conditions") or []:
+                    if c.get("type") == "MetricsAvailable":
+                        self.metrics[name] = f"{c.get('status')} {c.get('reason')}"
                 if status.get("currentTrial"):
                     self.trial_at.setdefault(name, time.time())
 
@@ -280,6 +284,7 @@ class _World:
         return {
             "requests": dict(self.requests),
             "phases": dict(collections.Counter(self.phases.values())),
+            "metrics": dict(collections.Counter(self.metrics.values())),
             "trial_at": self.trial_at,
             "bumped_at": self.bumped_at,
         }
@@ -532,6 +537,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             result["all_converged"] = ok
             result["time_to_converge_all_s"] = round(time.monotonic() - started, 1)
             result["phases_at_converge"] = stats["phases"]
+            result["metrics_available_at_converge"] = stats["metrics"]
             result["operator_rss_converged_mib"] = round(operator.memory()[0], 1)
 
             # Steady state: every target converged, re-checked after each cooldown.

@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 from tests.integration.metrics.support import Exporter, families, fleet_app
 
+from latency_tuner.adapters.metrics import SourceUnreachable
 from latency_tuner.adapters.metrics.batch import BatchedPrometheus
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
@@ -170,6 +171,12 @@ async def test_a_batch_answers_every_target_of_a_fleet_as_its_own_queries_do(
         assert legacy.ttft[90] > 0
         assert batched.batches_sent == 1
         all_targets = batched.queries_sent
+        # The batch answers a window ending up to max_age after its instant, not later.
+        await batched.observe_recent(matchers=TARGETS[0], window_seconds=4, end=end + 59)
+        assert batched.batches_sent == 1
+        await batched.observe_recent(matchers=TARGETS[0], window_seconds=4, end=end + 61)
+        assert batched.batches_sent == 2
+        assert batched.queries_sent == 2 * all_targets
         assert single.queries_sent >= 30 * len(observed)  # each target its own ~32
 
         # Three targets of one namespace, later: as many queries as for the whole fleet.
@@ -189,4 +196,26 @@ async def test_a_batch_answers_every_target_of_a_fleet_as_its_own_queries_do(
         assert all_targets < 2 * 32  # fewer than two targets' own queries
     finally:
         single.close()
+        batched.close()
+
+
+@pytest.mark.prometheus
+async def test_a_batch_that_fails_fails_every_target_in_it_and_the_next_round_asks_again() -> None:
+    # A closed port: every waiter of the batch gets the source's error, none a stale answer.
+    url = f"http://127.0.0.1:{free_port()}"
+    batched = BatchedPrometheus(PrometheusSource(PrometheusSettings(url=url)), max_age=60)
+    try:
+        results = await asyncio.gather(
+            *(
+                batched.observe_recent(matchers=m, window_seconds=4, end=1000.0)
+                for m in TARGETS[:4]
+            ),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, SourceUnreachable) for r in results), results
+        assert batched.batches_sent == 1
+        with pytest.raises(SourceUnreachable):
+            await batched.observe_recent(matchers=TARGETS[0], window_seconds=4, end=1000.0)
+        assert batched.batches_sent == 2
+    finally:
         batched.close()

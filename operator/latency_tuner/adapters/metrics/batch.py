@@ -179,6 +179,12 @@ class BatchedPrometheus:
 
         try:
             batch.result.set_result(await self.source.evaluate(work))
+            # Requests end "now": the newest answer serves whoever an older one would have.
+            self._batches = [
+                b
+                for b in self._batches
+                if b is batch or b.window != batch.window or b.instant > batch.instant
+            ]
         except Exception as exc:  # every waiter gets it; the next request starts a new batch
             batch.result.set_exception(exc)
             with contextlib.suppress(ValueError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,35 +84,50 @@ class Answer:
 
     ``labels``: the grouping labels (``namespace`` first, then ``pod``, then the rest, sorted).
     ``names``: series names present per group. ``values``: per grouped query, one value per
-    group (buckets: per group, a list of (le, value)). ``configs``: per group, the position
-    and labels of its first ``cache_config_info`` series in the answer's order.
+    group. ``buckets``: per bucket query, its bucket bounds and per group an array of rates in
+    their order (NaN: no such bucket; a rate of counters is never NaN itself). ``configs``: per
+    group, the position and labels of its first ``cache_config_info`` series in the answer.
+    Compact on purpose: a batch holds a few numbers per pod, not a row object per series
+    (1,000 pods: ~2 MiB instead of ~30).
     """
 
     labels: tuple[str, ...]
-    names: dict[GroupKey, set[str]] = field(default_factory=dict)
+    names: dict[GroupKey, frozenset[str]] = field(default_factory=dict)
     values: dict[Part, dict[GroupKey, float]] = field(default_factory=dict)
-    buckets: dict[Part, dict[GroupKey, list[tuple[float, float]]]] = field(default_factory=dict)
+    buckets: dict[Part, tuple[tuple[float, ...], dict[GroupKey, array[float]]]] = field(
+        default_factory=dict
+    )
     configs: dict[GroupKey, tuple[int, dict[str, str]]] = field(default_factory=dict)
     _by_namespace: dict[str, list[tuple[str, GroupKey]]] | None = None  # built on first use
+    _keys: dict[GroupKey, GroupKey] = field(default_factory=dict)  # one tuple per group
 
     def key(self, metric: Mapping[str, Any]) -> GroupKey:
-        return tuple(str(metric.get(label, "")) for label in self.labels)
+        key = tuple(str(metric.get(label, "")) for label in self.labels)
+        return self._keys.setdefault(key, key)
 
     def add_names(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        found: dict[GroupKey, set[str]] = {}
         for row in rows:
             metric = row["metric"]
-            group = self.key(metric)
-            self.names.setdefault(group, set()).add(str(metric.get("__name__", "")))
+            found.setdefault(self.key(metric), set()).add(str(metric.get("__name__", "")))
+        shared: dict[frozenset[str], frozenset[str]] = {}  # most pods expose the same names
+        for group, names in found.items():
+            frozen = frozenset(names)
+            self.names[group] = shared.setdefault(frozen, frozen)
         self._by_namespace = None
 
     def add(self, part: Part, rows: Sequence[Mapping[str, Any]]) -> None:
         if part.metric.endswith("_bucket") and part.template == "grouped_rate":
-            per: dict[GroupKey, list[tuple[float, float]]] = {}
+            per: dict[GroupKey, dict[float, float]] = {}
             for row in rows:
                 metric = row["metric"]
                 le = float(str(metric.get("le", "+Inf")))
-                per.setdefault(self.key(metric), []).append((le, _value(row)))
-            self.buckets[part] = per
+                per.setdefault(self.key(metric), {})[le] = _value(row)
+            bounds = tuple(sorted({le for values in per.values() for le in values}))
+            self.buckets[part] = (
+                bounds,
+                {g: array("d", (v.get(le, math.nan) for le in bounds)) for g, v in per.items()},
+            )
         else:
             self.values[part] = {self.key(row["metric"]): _value(row) for row in rows}
         self._by_namespace = None
@@ -132,7 +148,7 @@ class Answer:
             every: set[GroupKey] = set(self.names) | set(self.configs)
             for values in self.values.values():
                 every.update(values)
-            for per in self.buckets.values():
+            for _, per in self.buckets.values():
                 every.update(per)
             index: dict[str, list[tuple[str, GroupKey]]] = {}
             for group in every:
@@ -245,11 +261,15 @@ def _evaluate(
     kind = query.kind
     if kind is QueryKind.QUANTILE:
         assert query.quantile is not None
-        per = answer.buckets.get(Part("grouped_rate", base + "_bucket"), {})
+        bounds, per = answer.buckets.get(Part("grouped_rate", base + "_bucket"), ((), {}))
         by_le: dict[float, float] = {}
         for g in groups:
-            for le, value in per.get(g, ()):
-                by_le[le] = by_le.get(le, 0.0) + value
+            rates = per.get(g)
+            if rates is None:
+                continue
+            for le, value in zip(bounds, rates, strict=True):
+                if not math.isnan(value):
+                    by_le[le] = by_le.get(le, 0.0) + value
         if not by_le:
             return None
         return _finite(prommath.histogram_quantile(query.quantile, list(by_le.items())))
