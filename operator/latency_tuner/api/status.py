@@ -256,6 +256,14 @@ class Recommendation(StatusModel):
     """Recommended value (null: remove the argument)."""
     patch: list[JsonPatchOperation] = Field(default_factory=list)
     """RFC 6902 JSON patch for the Deployment."""
+    container: str | None = None
+    """Name of the vLLM container the change is for."""
+    args: list[str] | None = None
+    """The container's whole new args list (for a Helm chart's values)."""
+    command: list[str] | None = None
+    """The container's new command, when it has one."""
+    kustomize_patch: str | None = None
+    """The change as a kustomize strategic-merge patch of the Deployment (YAML)."""
     reason: str
     """Why this change."""
 

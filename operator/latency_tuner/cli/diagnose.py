@@ -19,7 +19,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,7 @@ class FileDeployments:
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
         raise UsageError("diagnose never changes a Deployment")
 

@@ -298,25 +298,29 @@ async def cluster(
 
 
 @contextlib.asynccontextmanager
-async def operator_running(world: World, tmp_path: Path) -> AsyncIterator[None]:
+async def operator_running(
+    world: World, tmp_path: Path, *, prometheus_url: str | None = None, metrics_port: int = 0
+) -> AsyncIterator[None]:
     """The real operator (kopf, handlers, reconcile) watching the namespace, on an event loop
-    of its own in a thread, as it would run in its own process.
+    of its own in a thread, as it would run in its own process. With ``prometheus_url`` it
+    reads that Prometheus through its real metrics source instead of the world's script.
 
     Its own loop, because kopf counts every task created on its loop while it ran as its own
     and waits 5 s for them when it stops (the emulator's watch handlers among them): a test
     that stops and restarts the operator would wait for nothing.
     """
     settings = OperatorSettings(
-        prometheus_url="http://prometheus.invalid:9090",
+        prometheus_url=prometheus_url or "http://prometheus.invalid:9090",
         namespaces=(NAMESPACE,),
         interval_seconds=0.3,
         standalone=True,
-        metrics_port=0,
+        metrics_port=metrics_port,
+        metrics_address="127.0.0.1",
         probe_port=0,
         kubeconfig=os.environ["KUBECONFIG"],
     )
     stop, ready = threading.Event(), threading.Event()
-    kwargs = run_kwargs(settings, metrics_for=world.metrics_for)
+    kwargs = run_kwargs(settings, metrics_for=None if prometheus_url else world.metrics_for)
     failures: list[BaseException] = []
 
     def main() -> None:
