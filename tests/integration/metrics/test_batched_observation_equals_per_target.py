@@ -17,7 +17,7 @@ from latency_tuner.adapters.metrics import SourceUnreachable
 from latency_tuner.adapters.metrics.batch import BatchedPrometheus
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.promql import LabelMatcher, default_matchers
+from latency_tuner.core.promql import LabelMatcher, PromQLError, default_matchers
 from latency_tuner.sandbox.prometheus import PrometheusRunner, Target, free_port
 from latency_tuner.vllm.metrics import MetricsVersion, Signal
 
@@ -217,5 +217,17 @@ async def test_a_batch_that_fails_fails_every_target_in_it_and_the_next_round_as
         with pytest.raises(SourceUnreachable):
             await batched.observe_recent(matchers=TARGETS[0], window_seconds=4, end=1000.0)
         assert batched.batches_sent == 2
+    finally:
+        batched.close()
+
+
+async def test_a_selector_no_query_may_carry_is_asked_alone_and_never_widens_a_batch() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    batched = BatchedPrometheus(PrometheusSource(PrometheusSettings(url=url)), max_age=60)
+    bad = [LabelMatcher("namespace", "=", "ml"), LabelMatcher("a-b", "=", "x")]
+    try:
+        with pytest.raises(PromQLError):
+            await batched.observe_recent(matchers=bad, window_seconds=4, end=1000.0)
+        assert batched.batches_sent == 0
     finally:
         batched.close()

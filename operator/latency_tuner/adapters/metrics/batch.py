@@ -101,7 +101,11 @@ class BatchedPrometheus:
         namespace = next(
             (m.value for m in matchers if m.label == "namespace" and m.op == "="), None
         )
-        if namespace is None:  # no namespace to batch by: asked alone
+        try:
+            promql.selector(matchers)  # a label name no query may carry must not fail the batch
+        except promql.PromQLError:
+            namespace = None
+        if namespace is None:  # nothing to batch by, or a selector of its own to fail: alone
             return await self.observe(
                 matchers=matchers, window_seconds=window_seconds, percentiles=percentiles, end=end
             )
