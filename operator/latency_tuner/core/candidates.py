@@ -21,12 +21,20 @@ from latency_tuner.core.evidence import Bottleneck, Cause, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, KnobClass, KnobName
 from latency_tuner.core.knobs.base import Context, Pull
-from latency_tuner.core.knobs.table import AHEAD, FIXES, LONG_PROMPT_TOKENS, TABLE, Entry, When
-from latency_tuner.core.load import AT_MAX_SEQS, KV_FULL, Load
+from latency_tuner.core.knobs.table import (
+    AHEAD,
+    FIXES,
+    LONG_PROMPT_TOKENS,
+    PREFILL_HEAVY_SHARE,
+    TABLE,
+    Entry,
+    When,
+)
+from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import Observation
 from latency_tuner.vllm.args import VllmCommandLine
 
-__all__ = ["AT_MAX_SEQS", "KV_FULL", "Candidate", "Load", "Ranking", "rank"]
+__all__ = ["KV_FULL", "Candidate", "Load", "Ranking", "rank"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +165,12 @@ def _holds(when: When, ctx: Context) -> bool:
         case When.KV_NOT_FULL:
             return not load.kv_full
         case When.LONG_PROMPTS:
+            return load.prompt_tokens is not None and load.prompt_tokens >= LONG_PROMPT_TOKENS
+        case When.PREFILL_HEAVY:
+            # Measured where known; else long prompts are the prefill-heavy kind.
+            share = load.prefill_share
+            if share is not None:
+                return share >= PREFILL_HEAVY_SHARE
             return load.prompt_tokens is not None and load.prompt_tokens >= LONG_PROMPT_TOKENS
 
 

@@ -84,6 +84,18 @@ class RolloutFacts:
                 return f"pod {pod.name}: {pod.problem} (restarts: {pod.restarts})"
         return None
 
+    def waiting_for_a_node(self, fingerprint: str) -> bool:
+        """A pod of the rollout to ``fingerprint`` waits unscheduled (no node: not enough free
+        GPUs or other resources), and none of its pods has a problem of its own.
+
+        A rollout that failed so is transient: the cluster was full, the value was never
+        tried. A crash on start, a refused flag or an image that cannot be pulled is the
+        value's own failure, permanent."""
+        new = [p for p in self.pods if p.config_fingerprint in (None, fingerprint)]
+        if any(p.problem is not None for p in new):
+            return False
+        return any(p.node is None and not p.ready for p in new)
+
 
 def _escape(token: str) -> str:
     """JSON-pointer escaping of one path segment (RFC 6901)."""

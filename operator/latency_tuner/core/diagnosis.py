@@ -22,16 +22,20 @@ from dataclasses import dataclass, field
 from latency_tuner.api.spec import Knobs, Objectives
 from latency_tuner.core import candidates
 from latency_tuner.core.advice import advice_for
-from latency_tuner.core.config_view import ConfigView, view
+from latency_tuner.core.config_view import ConfigView, defaults_hardware, view
 from latency_tuner.core.evidence import Bottleneck, Cause, Comparison, Evidence, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, KnobName
 from latency_tuner.core.knobs.base import Detected
-from latency_tuner.core.knobs.table import FIXES
+from latency_tuner.core.knobs.table import FIXES, TABLE
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.saturation import flow, queue_delay
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
+from latency_tuner.core.signals import lowest_bucket_warning
+from latency_tuner.vllm import defaults
 from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.defaults import VllmVersion
 
 QUEUE_SHARE = 0.5  # queue time at least half of TTFT: waiting, not computing, dominates
 WAITING = 0.5  # mean waiting requests per pod above which requests visibly queue
@@ -94,6 +98,32 @@ class Diagnosis:
         return tuple(lines)
 
 
+def _explain_defaults(
+    causes: tuple[Cause, ...],
+    config: VllmCommandLine,
+    hardware: HardwareInfo,
+    version: VllmVersion | None,
+    notes: _Notes,
+) -> None:
+    """Which vLLM default applies to each flag the diagnosed bottlenecks' knobs touch, and why
+    (the release and the GPU's memory decide some): the numbers the planner starts from."""
+    wanted = tuple(CATALOG[e.knob].flag for c in causes for e in TABLE.get(c.bottleneck, ()))
+    gpu = defaults_hardware(hardware)
+    memory = gpu.memory_gib()
+    where = f"{gpu.gpu_product or 'an unknown GPU'}" + (f" ({memory:g} GiB)" if memory else "")
+    release = f"vLLM {version}" if version is not None else "vLLM (release unknown)"
+    for resolved in defaults.applied_defaults(config, wanted, hardware=gpu, version=version):
+        if resolved.value is not None:
+            number = resolved.value if isinstance(resolved.value, int | float) else None
+            notes.fact(
+                Evidence(
+                    f"default_{resolved.flag.replace('-', '_')}",
+                    float(number) if number is not None else None,
+                    f"not on the command line: {release} on {where} runs {resolved.describe()}",
+                )
+            )
+
+
 FINDING_TEXT: dict[Finding, str] = {
     Finding.NOT_VLLM: "the container is not a vLLM server: nothing to tune",
     Finding.CPU_OFFLOAD: "weights are offloaded to CPU memory (--cpu-offload-gb)",
@@ -127,8 +157,10 @@ def diagnose(
     knobs: Knobs,
     *,
     min_requests: int = 0,
+    version: VllmVersion | None = None,
 ) -> Diagnosis:
-    """The diagnosis of ``observation`` for a server running ``config`` on ``hardware``."""
+    """The diagnosis of ``observation`` for a server running ``config`` (of vLLM ``version``,
+    when the image tells it) on ``hardware``."""
     notes = _Notes()
     if isinstance(config, NotVllm):
         notes.fact(Evidence("container", None, f"not a vLLM server: {config.reason}"))
@@ -160,7 +192,12 @@ def diagnose(
             fixes,
             tuple(notes.advice),
         )
-    if observation.requests < min_requests:
+    inflow = flow(observation)
+    if inflow.saturated:
+        # Falling behind is evidence however few requests finished: the finished requests'
+        # latencies are lower bounds, and waiting for minRequests may wait forever.
+        notes.fact(inflow.evidence())
+    elif observation.requests < min_requests:
         findings = (*findings, Finding.LOW_TRAFFIC)
         notes.fact(
             Evidence(
@@ -176,6 +213,9 @@ def diagnose(
     s = score(observation, objectives)
     for part in s.objectives:
         notes.fact(_objective_evidence(part))
+    coarse = lowest_bucket_warning(observation, objectives, any_percentile=True)
+    if coarse is not None:
+        notes.fact(Evidence("lowest_bucket_quantiles", None, f"warning: {coarse}"))
     load = Load.of(observation)
     causes = tuple(
         Cause(
@@ -205,6 +245,7 @@ def diagnose(
     for cause in causes:
         for text in advice_for(cause.bottleneck, observation, cv, load, hardware):
             notes.advise(text)
+    _explain_defaults(causes, config, hardware, version, notes)
     return Diagnosis(
         bottleneck=causes[0].bottleneck,
         findings=findings,
@@ -319,22 +360,26 @@ def _kv_pressure(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) ->
 
 
 def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes) -> Bottleneck:
-    queue, prefill = obs.queue_time_mean, obs.prefill_time_mean
+    prefill = obs.prefill_time_mean
+    queue, source = queue_delay(obs)
     ttft = obs.ttft_mean or ((queue or 0.0) + (prefill or 0.0))
     if queue is not None and ttft > 0:
-        share = queue / ttft
+        # Little's law can exceed the finished requests' TTFT (the longest waits have not
+        # produced a token yet): the share is then capped at all of it.
+        share = min(queue / ttft, 1.0)
         notes.fact(
             Evidence(
                 "queue_time_share",
                 share,
-                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)} of "
+                f"queue time is {share:.0%} of TTFT ({format_seconds(queue)}{source} of "
                 f"{format_seconds(ttft)} mean)",
                 QUEUE_SHARE,
                 _compared(share, QUEUE_SHARE),
                 "ratio",
             )
         )
-        queueing = share >= QUEUE_SHARE
+        # A backlog that grows is queueing whatever the share so far: its wait has no bound.
+        queueing = share >= QUEUE_SHARE or flow(obs).saturated
     else:
         queueing = (load.waiting or 0.0) > WAITING
     if queueing:
@@ -350,12 +395,17 @@ def _ttft_bottleneck(obs: Observation, cv: ConfigView, load: Load, notes: _Notes
                 )
             )
         if load.at_max_seqs(cv.max_num_seqs) and load.running_peak is not None:
+            reached = load.running_peak >= cv.max_num_seqs
+            in_flight = (load.running or 0.0) + (load.waiting or 0.0)
             notes.fact(
                 Evidence(
-                    "running_requests_peak",
-                    load.running_peak,
+                    "running_requests_peak" if reached else "requests_in_flight",
+                    load.running_peak if reached else in_flight,
                     f"running requests reach {load.running_peak:.0f} per pod, at "
-                    f"max-num-seqs {cv.max_num_seqs}",
+                    f"max-num-seqs {cv.max_num_seqs}"
+                    if reached
+                    else f"{in_flight:.1f} requests in flight per pod (running and waiting) "
+                    f"for max-num-seqs {cv.max_num_seqs} slots",
                     float(cv.max_num_seqs),
                     ">=",
                     "requests",

@@ -10,11 +10,17 @@ Times are in seconds, rates per second, usage as a 0-1 fraction.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pydantic import BaseModel, ConfigDict, Field
 
+from latency_tuner.api.durations import format_duration
+from latency_tuner.core.noise import count_tolerance
+
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
-# needs the median and the tail (ITL p99/p50 shows prefill interference).
-BASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
+# needs the median and the tail (ITL p99/p50 shows prefill interference); p95 is what a trial
+# snapshot records for a latency no objective names, so every snapshot has all three.
+BASE_PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
 
 class LoadFingerprint(BaseModel):
@@ -26,6 +32,11 @@ class LoadFingerprint(BaseModel):
     prompt_tokens_mean: float = Field(description="mean prompt length in tokens")
     generation_tokens_mean: float = Field(description="mean output length in tokens")
     concurrency_mean: float = Field(description="mean running + waiting requests")
+    requests: int | None = Field(
+        default=None,
+        description="requests behind the means: their counting noise widens the "
+        "tolerance (``core.noise.count_tolerance``); None when unknown",
+    )
 
     def relative_differences(self, other: LoadFingerprint) -> dict[str, float]:
         """Relative difference of each dimension, against the larger of the two values."""
@@ -51,7 +62,11 @@ class LoadFingerprint(BaseModel):
         a change of configuration moves the other one (a faster server completes more requests
         per second for the same closed-loop clients, and holds fewer in flight at the same
         arrival rate): so the load is the same when either of the two stayed.
+
+        ``tolerance`` widens to what the two windows' request counts differ by chance
+        (Poisson): sparse traffic must not fail the comparison by counting noise alone.
         """
+        tolerance = self.tolerance_against(other, tolerance)
         d = self.relative_differences(other)
         if self.server_speed_changed(other, tolerance):
             return True
@@ -60,6 +75,10 @@ class LoadFingerprint(BaseModel):
         )
         same_amount = d["request_rate"] <= tolerance or d["concurrency_mean"] <= tolerance
         return same_shape and same_amount
+
+    def tolerance_against(self, other: LoadFingerprint, tolerance: float) -> float:
+        """``tolerance``, or the counting noise of the two windows if that is larger."""
+        return max(tolerance, count_tolerance(self.requests, other.requests))
 
     def server_speed_changed(self, other: LoadFingerprint, tolerance: float) -> bool:
         """The requests in flight moved beyond ``tolerance`` while the finished rate did not
@@ -112,6 +131,11 @@ class Observation(BaseModel):
     running_max: float | None = None
     waiting_mean: float | None = None
     waiting_max: float | None = None
+    # Change of the gauges from the window's start to its end (summed over pods): with the
+    # finished count they give the arrivals, which the finished rate alone hides when the
+    # server falls behind (``core.saturation``).
+    running_delta: float | None = None
+    waiting_delta: float | None = None
     kv_cache_usage_mean: float | None = None
     kv_cache_usage_max: float | None = None
     prefix_cache_hit_rate: float | None = Field(
@@ -152,13 +176,19 @@ class Observation(BaseModel):
         "-> that bucket's upper bound: interpolated between 0 and it, not measured",
     )
 
-    def coarse_quantile_note(self) -> str | None:
-        """One sentence for a condition or a diagnosis when quantiles rest on the lowest bucket."""
-        if not self.lowest_bucket_quantiles:
+    def coarse_quantile_note(self, only: Collection[str] | None = None) -> str | None:
+        """One sentence for a condition or a diagnosis when quantiles (all, or those named in
+        ``only``) rest on the lowest bucket."""
+        coarse = {
+            name: bound
+            for name, bound in self.lowest_bucket_quantiles.items()
+            if only is None or name in only
+        }
+        if not coarse:
             return None
         parts = ", ".join(
-            f"{name.replace('_p', ' p')} under {bound:g} s"
-            for name, bound in sorted(self.lowest_bucket_quantiles.items())
+            f"{name.replace('_p', ' p')} under {format_duration(bound)}"
+            for name, bound in sorted(coarse.items())
         )
         return (
             f"{parts}: inside the lowest histogram bucket, so the value is interpolated, not "
@@ -172,6 +202,7 @@ class Observation(BaseModel):
             prompt_tokens_mean=self.prompt_tokens_mean or 0.0,
             generation_tokens_mean=self.generation_tokens_mean or 0.0,
             concurrency_mean=(self.running_mean or 0.0) + (self.waiting_mean or 0.0),
+            requests=self.requests,
         )
 
 

@@ -5,14 +5,18 @@ problems first, then safe before lossy before costly, then by expected score red
 removes what history rules out:
 
 - a value recorded incompatible (the rollout failed to start) is never tried again, whatever
-  the load; a numeric ladder does not jump past it (larger memory settings fail alike);
+  the load; a numeric ladder does not jump past it (larger memory settings fail alike); a
+  transient failure (its pods waited for GPUs) is retried after the other candidates, up to
+  ``MAX_TRANSIENT`` failures;
 - a change already judged (Keep, Revert or Failed) is not repeated under a comparable load
   (``LoadFingerprint.comparable_to``); under a different load it may be tried again;
 - a change that came out Inconclusive ``MAX_INCONCLUSIVE`` times under a comparable load is
   not tried again either: once may be bad luck, twice means its windows cannot be judged and
-  another try would spend the same rollouts for the same nothing;
+  another try would spend the same rollouts for the same nothing; nor after
+  ``MAX_INCONCLUSIVE_ANY_LOAD`` times under any loads (a load that never holds still);
 - a numeric knob does not step back into the range a kept trial moved it out of (the kept
-  trial showed that side is worse under this load).
+  trial showed that side is worse under this load), unless another knob's change was kept
+  since (the configuration that trial was judged on is gone).
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps"). Pure.
@@ -37,6 +41,12 @@ from latency_tuner.vllm.args import VllmCommandLine
 
 LOAD_TOLERANCE = 0.25  # relative difference in rate and request shape still "the same load"
 MAX_INCONCLUSIVE = 2  # Inconclusive trials of one change under a comparable load, then it rests
+# ... and under any load: a load that keeps moving (sparse, bursty traffic) must not let one
+# change spend the whole budget on windows that cannot judge it.
+MAX_INCONCLUSIVE_ANY_LOAD = 3
+# A failed trial's reason starts so when its pods only waited for GPUs: not the value's fault.
+TRANSIENT_FAILURE = "rollout failed (transient, to retry later):"
+MAX_TRANSIENT = 2  # transient failures of one change, then it rests like a permanent one
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ class TrialRecord:
     load: LoadFingerprint | None = None
     score_before: float | None = None
     score_after: float | None = None
+    transient: bool = False  # a Failed trial whose pods only waited for resources
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialRecord:
@@ -68,9 +79,15 @@ class TrialRecord:
                     prompt_tokens_mean=snapshot.prompt_tokens_mean or 0.0,
                     generation_tokens_mean=snapshot.generation_tokens_mean or 0.0,
                     concurrency_mean=snapshot.concurrency or 0.0,
+                    requests=snapshot.requests,
                 )
                 break
-        return cls(trial.knob, trial.from_value, trial.to_value, trial.verdict, load)
+        transient = trial.verdict is Verdict.FAILED and (trial.reason or "").startswith(
+            TRANSIENT_FAILURE
+        )
+        return cls(
+            trial.knob, trial.from_value, trial.to_value, trial.verdict, load, transient=transient
+        )
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,9 @@ def plan(
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
+    # A change whose pods waited for GPUs is retried, but after the others: the cluster may
+    # have room by then, and the rest did not have to wait for it.
+    open_.sort(key=lambda c: _failed_transiently(c, history))
     follow = _continuation(open_, history, config, hardware)
     if follow:
         return _complete(_change(follow[0], config, cv, continuing=True), config, knobs)
@@ -151,8 +171,8 @@ def _ruled_out(
     for knob, value in incompatible:
         if knob == name and same_value(value, candidate.to_value):
             return f"{label} failed to start before"
-    inconclusive = 0
-    for record in history:
+    inconclusive = comparable_inconclusive = transient = 0
+    for index, record in enumerate(history):
         if record.knob != name:
             continue
         comparable = record.load is None or record.load.comparable_to(load, tolerance)
@@ -160,6 +180,7 @@ def _ruled_out(
             record.verdict is Verdict.KEEP
             and comparable
             and _steps_back(record, candidate.to_value)
+            and not _reconfigured_since(history, index)
         ):
             return (
                 f"{label} goes back towards {record.from_value}, which trial "
@@ -167,17 +188,45 @@ def _ruled_out(
             )
         if not same_value(record.to_value, candidate.to_value):
             continue
+        if record.verdict is Verdict.FAILED and record.transient:
+            transient += 1
+            if transient >= MAX_TRANSIENT:
+                return f"{label} could not be scheduled {transient} times"
+            continue
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
-        if record.verdict is Verdict.INCONCLUSIVE and comparable:
+        if record.verdict is Verdict.INCONCLUSIVE:
             inconclusive += 1
-            if inconclusive >= MAX_INCONCLUSIVE:
-                return f"{label} was Inconclusive {inconclusive} times under a comparable load"
+            comparable_inconclusive += comparable
+            if comparable_inconclusive >= MAX_INCONCLUSIVE:
+                return (
+                    f"{label} was Inconclusive {comparable_inconclusive} times under a "
+                    "comparable load"
+                )
+            if inconclusive >= MAX_INCONCLUSIVE_ANY_LOAD:
+                return f"{label} was Inconclusive {inconclusive} times"
         if record.verdict not in (Verdict.KEEP, Verdict.REVERT):
             continue  # Inconclusive or unfinished: nothing was learned (yet)
         if comparable:
             return f"{label} was tried under a comparable load ({record.verdict.value})"
     return None
+
+
+def _failed_transiently(candidate: Candidate, history: Sequence[TrialRecord]) -> bool:
+    return any(
+        r.transient
+        and r.knob == candidate.knob.value
+        and same_value(r.to_value, candidate.to_value)
+        for r in history
+    )
+
+
+def _reconfigured_since(history: Sequence[TrialRecord], index: int) -> bool:
+    """Another knob's change was kept after ``history[index]``: the server that kept trial was
+    judged on is gone, so what it showed about the range it left no longer holds (FP8 KV after
+    a lower max-num-seqs can make the higher one the better again)."""
+    knob = history[index].knob
+    return any(r.verdict is Verdict.KEEP and r.knob != knob for r in history[index + 1 :])
 
 
 def _steps_back(record: TrialRecord, value: str | None) -> bool:

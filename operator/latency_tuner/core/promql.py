@@ -89,6 +89,8 @@ TEMPLATES: Mapping[str, str] = {
     "gauge_sum_max": "sum(max_over_time(${metric}{$selector}[$window]))",
     "gauge_avg_avg": "avg(avg_over_time(${metric}{$selector}[$window]))",
     "gauge_max_max": "max(max_over_time(${metric}{$selector}[$window]))",
+    # A gauge's change over the window, summed over pods (is the queue growing?).
+    "gauge_sum_delta": "sum(delta(${metric}{$selector}[$window]))",
     "series": "${metric}{$selector}",
     "pods": "count(count by (pod) (last_over_time(${metric}_count{$selector}[$window])))",
     # Grouped forms for a batch of targets: the same aggregates kept apart by the labels that

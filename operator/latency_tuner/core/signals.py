@@ -10,8 +10,9 @@ Three readings happen here because both sources need them: under speculative dec
 draft counters exist) ITL is judged on the per-request time per output token, since the
 inter-token histogram takes one sample per streamed chunk of several tokens; KV capacity comes
 from ``cache_config_info``'s labels (``vllm.metrics.kv_capacity``, current names first); and a
-quantile inside its histogram's lowest bucket is flagged as interpolated. Pure: no I/O, no
-clock.
+quantile inside its histogram's lowest bucket is flagged as interpolated (``lowest_bucket_
+warning`` says so when a target, or the diagnosis of a metric with a target, rests on one).
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from latency_tuner.api.spec import Objectives
 from latency_tuner.core import prommath
 from latency_tuner.core.observation import BASE_PERCENTILES, NoData, Observation, ObservationResult
 from latency_tuner.core.promql import LabelMatcher
@@ -40,6 +42,7 @@ class QueryKind(StrEnum):
     GAUGE_SUM_MAX = "gauge_sum_max"
     GAUGE_AVG_AVG = "gauge_avg_avg"
     GAUGE_MAX_MAX = "gauge_max_max"
+    GAUGE_SUM_DELTA = "gauge_sum_delta"
     PODS = "pods"
 
 
@@ -82,6 +85,8 @@ def queries_for(percentiles: Iterable[int] = ()) -> tuple[SignalQuery, ...]:
         _q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_RUNNING),
         _q(QueryKind.GAUGE_SUM_AVG, Signal.REQUESTS_WAITING),
         _q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_WAITING),
+        _q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_RUNNING),
+        _q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_WAITING),
         _q(QueryKind.GAUGE_AVG_AVG, Signal.KV_CACHE_USAGE),
         _q(QueryKind.GAUGE_MAX_MAX, Signal.KV_CACHE_USAGE),
     ]
@@ -170,6 +175,8 @@ def assemble(
         running_max=get(_q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_RUNNING)),
         waiting_mean=get(_q(QueryKind.GAUGE_SUM_AVG, Signal.REQUESTS_WAITING)),
         waiting_max=get(_q(QueryKind.GAUGE_SUM_MAX, Signal.REQUESTS_WAITING)),
+        running_delta=get(_q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_RUNNING)),
+        waiting_delta=get(_q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_WAITING)),
         kv_cache_usage_mean=get(_q(QueryKind.GAUGE_AVG_AVG, Signal.KV_CACHE_USAGE)),
         kv_cache_usage_max=get(_q(QueryKind.GAUGE_MAX_MAX, Signal.KV_CACHE_USAGE)),
         prefix_cache_hit_rate=_ratio(
@@ -181,6 +188,27 @@ def assemble(
         ),
         cache_config=dict(cache_config or {}),
     )
+
+
+def lowest_bucket_warning(
+    observation: Observation, objectives: Objectives, *, any_percentile: bool = False
+) -> str | None:
+    """The warning when an objective's quantile (``any_percentile``: any quantile of a metric
+    that has an objective, as a diagnosis reads p50 and p99 too) lies inside its histogram's
+    lowest bucket, where Prometheus interpolates; None when none does."""
+    percentiles = {
+        name: goal.percentile
+        for name, goal in (("ttft", objectives.ttft), ("itl", objectives.itl),
+                           ("e2e", objectives.e2e))
+        if goal is not None
+    }  # fmt: skip
+    keys = [
+        key
+        for key in observation.lowest_bucket_quantiles
+        if (metric := key.rsplit("_p", 1)[0]) in percentiles
+        and (any_percentile or key == f"{metric}_p{percentiles[metric]}")
+    ]
+    return observation.coarse_quantile_note(only=keys) if keys else None
 
 
 def _inside_lowest_bucket(
@@ -273,6 +301,12 @@ def evaluate_on_series(
         return delta(base, is_rate=False)
     if kind is QueryKind.COUNTER_RATE:
         return delta(base, is_rate=True)
+    if kind is QueryKind.GAUGE_SUM_DELTA:
+        # PromQL ``delta``: a gauge's change over the range, extrapolated to its edges.
+        return total(
+            prommath.extrapolated_delta(pts, start=start, end=end, is_counter=False, is_rate=False)
+            for _, pts in selected(base)
+        )
     if kind is QueryKind.PODS:
         pods = {dict(lab).get("pod", "") for lab, pts in selected(base + "_count")
                 if prommath.in_range(pts, start, end)}  # fmt: skip

@@ -4,12 +4,18 @@
 - Inconclusive: too few requests (< minRequests), an objective's quantile unknown, or a load
   that is not comparable (request rate, prompt or output length beyond the tolerance).
 - Keep: the violation score improved by more than max(minImprovement, noise), where noise is
-  how much the score moves between sub-windows of the baseline with nothing changed, capped at
+  the larger of how much the score moves between sub-windows of the baseline with nothing
+  changed (A/A) and how much two windows of these request counts differ by sampling alone
+  (``_sampling_noise``: a 10% change of a p90 over a few dozen requests is chance), capped at
   ``MAX_REQUIRED`` (three short sub-windows of bursty or sparse traffic can show a "noise" above
   100%, which no change could ever beat). So a trial that meets every target the baseline
   missed (-100%) is always kept: that is the goal, and a later window re-checks it. With every
   target met before and after, the sum of observed/threshold ratios decides instead.
-- Revert: otherwise, with the numbers that decided it in the reason.
+- Revert: otherwise, with the numbers that decided it in the reason; also a would-be Keep
+  that made a latency no objective names much worse (``guard_unnamed``).
+- A saturated arm (``core.saturation``) counts with any number of requests, but its latencies
+  are lower bounds: only the direction they can prove is concluded, else Inconclusive
+  (``_bounded``), never a failure.
 
 Noise: sub-windows of length W/k give a relative standard deviation s of the metric; a whole
 window's estimate varies about s/sqrt(k), and the difference of two windows about
@@ -21,15 +27,29 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from latency_tuner.api.spec import Objectives
 from latency_tuner.api.status import Verdict
+from latency_tuner.core.noise import count_tolerance, quantile_se
 from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
-from latency_tuner.core.score import Score, format_seconds, score
+from latency_tuner.core.saturation import flow, saturated
+from latency_tuner.core.score import (
+    LABELS,
+    OBJECTIVE_NAMES,
+    Score,
+    format_seconds,
+    score,
+    set_objectives,
+)
 
 LOAD_TOLERANCE = 0.25
+NOISE_SIGMAS = 2.0  # a change smaller than this many standard errors of sampling is noise
+# A latency no objective names may rise this much (relative) before a Keep turns Revert: trade-off
+# knobs (chunking, batch budgets) routinely move the other latency by tens of percent, which is
+# the price of the target; more than doubling it is a different service than the one asked for.
+UNNAMED_WORSE = 1.0
 # The most improvement the noise gate may demand: a halved score is a real effect whatever
 # three 1/3-window sub-windows suggest (their p90s rest on a handful of requests each).
 MAX_REQUIRED = 0.5
@@ -54,8 +74,9 @@ class Judgement:
     before: Score | None = None
     after: Score | None = None
     improvement: float | None = None  # relative reduction of the compared metric
-    required: float | None = None  # max(min_improvement, min(noise, MAX_REQUIRED))
-    noise: float = 0.0
+    required: float | None = None  # max(min_improvement, min(the larger noise, MAX_REQUIRED))
+    noise: float = 0.0  # from the baseline's sub-windows (an A/A comparison of the baseline)
+    sampling_noise: float = 0.0  # from both windows' request counts and quantile spread
 
 
 def judge_trial(
@@ -73,8 +94,11 @@ def judge_trial(
         return Judgement(Outcome.NO_DATA, f"no data in the baseline window: {baseline.reason}")
     if isinstance(trial, NoData):
         return Judgement(Outcome.NO_DATA, f"no data in the trial window: {trial.reason}")
-    for name, obs in (("baseline", baseline), ("trial", trial)):
-        if obs.requests < min_requests:
+    sat_before, sat_after = saturated(baseline), saturated(trial)
+    for name, obs, sat in (("baseline", baseline, sat_before), ("trial", trial, sat_after)):
+        # A saturated arm is evidence with any number of requests (its latencies are lower
+        # bounds); see ``_bounded`` for what such bounds can decide.
+        if obs.requests < min_requests and not sat:
             return Judgement(
                 Outcome.INCONCLUSIVE,
                 f"too few requests in the {name} window: {obs.requests} < {min_requests}",
@@ -89,7 +113,98 @@ def judge_trial(
             return Judgement(
                 Outcome.INCONCLUSIVE, f"{labels} unknown in the {name} window", before, after
             )
-    return _compare(before, after, objectives, min_improvement, baseline_subwindows)
+    judged = _compare(
+        before, after, objectives, min_improvement, baseline_subwindows, (baseline, trial)
+    )
+    if sat_before or sat_after:
+        judged = _bounded(judged, baseline, trial, sat_before, sat_after)
+    if judged.outcome is Outcome.KEEP:
+        worse = guard_unnamed(baseline, trial, objectives)
+        if worse is not None:
+            return replace(
+                judged,
+                outcome=Outcome.REVERT,
+                reason=f"{worse}, though {judged.reason}",
+            )
+    return judged
+
+
+def _bounded(
+    judged: Judgement,
+    baseline: Observation,
+    trial: Observation,
+    sat_before: bool,
+    sat_after: bool,
+) -> Judgement:
+    """The verdict when an arm is saturated: its finished requests' latencies are lower bounds
+    (the requests still waiting will be slower), so only one direction can be concluded.
+
+    - baseline saturated, trial not: a trial better than the baseline's lower bound is surely
+      better (Keep); otherwise the true baseline is unknown (Inconclusive, not a Revert).
+    - trial saturated, baseline not: a trial worse even at its lower bound is surely worse
+      (Revert); otherwise Inconclusive.
+    - both saturated: the one that finishes clearly more of the same arrivals drains faster;
+      a trial that does, without a worse score, is kept; otherwise Inconclusive.
+    """
+
+    def inconclusive(why: str) -> Judgement:
+        return replace(judged, outcome=Outcome.INCONCLUSIVE, reason=f"{why}: {judged.reason}")
+
+    if sat_before and not sat_after:
+        if judged.outcome is Outcome.KEEP:
+            return judged
+        return inconclusive("the baseline was saturated (its latencies are lower bounds)")
+    if sat_after and not sat_before:
+        if judged.outcome is Outcome.REVERT and (judged.improvement or 0.0) < 0:
+            return judged
+        return inconclusive("the trial was saturated (its latencies are lower bounds)")
+    a, b = flow(trial), flow(baseline)
+    more = trial.requests - baseline.requests
+    drains = more > 0 and more / trial.requests > count_tolerance(trial.requests, baseline.requests)
+    if drains and (judged.improvement or 0.0) >= 0:
+        reason = (
+            f"both windows saturated; the trial finished {trial.requests} of "
+            f"{a.arrivals:.0f} arrivals against {baseline.requests} of {b.arrivals:.0f}: "
+            f"{judged.reason}"
+        )
+        return replace(judged, outcome=Outcome.KEEP, reason=reason)
+    return inconclusive("both windows saturated (their latencies are lower bounds)")
+
+
+def guard_unnamed(baseline: Observation, trial: Observation, objectives: Objectives) -> str | None:
+    """A latency no objective names that the trial made much worse, in words; else None.
+
+    The targets say what the user cares about most, not that the rest may be traded away: a
+    change that buys TTFT with ITL several times worse is not the improvement asked for. Each
+    unnamed latency (TTFT, ITL, E2E) is checked at every percentile the objectives use; it
+    must rise by more than ``UNNAMED_WORSE`` and beyond its sampling noise to count.
+    """
+    named = {name for name, _ in set_objectives(objectives)}
+    percentiles = sorted({o.percentile for _, o in set_objectives(objectives)})
+    for name in OBJECTIVE_NAMES:
+        if name in named:
+            continue
+        was_q: dict[int, float] = getattr(baseline, name)
+        now_q: dict[int, float] = getattr(trial, name)
+        for p in percentiles:
+            was, now = was_q.get(p), now_q.get(p)
+            if was is None or now is None or was <= 0:
+                continue
+            noise = _difference_se(was_q, now_q, p, baseline.requests, trial.requests)
+            if now > was * (1 + UNNAMED_WORSE) and now - was > NOISE_SIGMAS * noise:
+                return (
+                    f"{LABELS[name]} p{p} (no objective) {format_seconds(was)} -> "
+                    f"{format_seconds(now)} ({(now - was) / was:+.0%}): much worse"
+                )
+    return None
+
+
+def _difference_se(
+    before: dict[int, float], after: dict[int, float], p: int, n_before: int, n_after: int
+) -> float:
+    """Standard error of the difference of one quantile between two windows (seconds)."""
+    parts = [quantile_se(before, p, n_before), quantile_se(after, p, n_after)]
+    return math.sqrt(sum(x * x for x in parts if x is not None))
 
 
 def _compare(
@@ -98,6 +213,7 @@ def _compare(
     objectives: Objectives,
     min_improvement: float,
     subwindows: Sequence[Observation],
+    windows: tuple[Observation, Observation],
 ) -> Judgement:
     both_met = before.value == 0.0 and after.value == 0.0
     metric: Callable[[Score], float | None] = (
@@ -106,16 +222,45 @@ def _compare(
     # Both known: judge_trial turned unknown quantiles into Inconclusive already.
     b, a = metric(before) or 0.0, metric(after) or 0.0
     noise = _noise([metric(score(w, objectives)) for w in subwindows])
-    required = max(min_improvement, min(noise, MAX_REQUIRED))
+    sampling = _sampling_noise(before, after, windows, both_met, b)
+    required = max(min_improvement, min(max(noise, sampling), MAX_REQUIRED))
     improvement = (b - a) / b if b > 0 else (0.0 if a == 0 else -math.inf)
     what = "sum of latency/target ratios (targets met)" if both_met else "score"
     improvement_text = "worse" if math.isinf(improvement) else f"{-improvement:+.0%}"
+    floor = "baseline noise" if noise >= sampling else "sampling noise"
     need = f"needs better than -{required:.0%}" + (
-        " (baseline noise)" if noise > min_improvement else ""
+        f" ({floor})" if max(noise, sampling) > min_improvement else ""
     )
     numbers = f"{what} {b:.2f} -> {a:.2f} ({improvement_text}; {need}): {_details(before, after)}"
     outcome = Outcome.KEEP if improvement > required else Outcome.REVERT
-    return Judgement(outcome, numbers, before, after, improvement, required, noise)
+    return Judgement(outcome, numbers, before, after, improvement, required, noise, sampling)
+
+
+def _sampling_noise(
+    before: Score,
+    after: Score,
+    windows: tuple[Observation, Observation],
+    both_met: bool,
+    b: float,
+) -> float:
+    """The relative score change the two windows' sample sizes alone would show, at
+    ``NOISE_SIGMAS``: each objective's quantile error (``core.noise.quantile_se``), over its
+    threshold, for the objectives that move the compared metric (all of them for the ratio sum,
+    the missed ones for the violation score)."""
+    if b <= 0:
+        return 0.0
+    baseline, trial = windows
+    variance = 0.0
+    for old, new in zip(before.objectives, after.objectives, strict=True):
+        if not both_met and not (old.violation or new.violation):
+            continue  # met in both windows: it adds nothing to the violation score
+        quantiles_before: dict[int, float] = getattr(baseline, old.name)
+        quantiles_after: dict[int, float] = getattr(trial, old.name)
+        se = _difference_se(
+            quantiles_before, quantiles_after, old.percentile, baseline.requests, trial.requests
+        )
+        variance += (se / old.threshold) ** 2
+    return NOISE_SIGMAS * math.sqrt(variance) / b
 
 
 def _noise(values: Sequence[float | None]) -> float:
@@ -149,6 +294,7 @@ def _load_change(before: LoadFingerprint, after: LoadFingerprint, tolerance: flo
     """None when comparable, else the dimensions that moved, in numbers."""
     if before.comparable_to(after, tolerance):
         return None
+    tolerance = before.tolerance_against(after, tolerance)
     moved = []
     for key, diff in before.relative_differences(after).items():
         if diff > tolerance:

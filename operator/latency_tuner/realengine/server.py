@@ -33,6 +33,12 @@ SERVED_NAME = "tiny"
 # KV cache on the CPU backend is sized in GiB by this variable (vLLM's default is larger than a
 # shared 24 GiB CI machine wants for a 4k-token model).
 CPU_KV_CACHE_GIB = "1"
+ENTRYPOINT = "vllm.entrypoints.openai.api_server"  # see the module docstring: not `vllm serve`
+
+
+def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a vLLM server process: offline, with the CPU KV cache size set."""
+    return child_env({"VLLM_CPU_KVCACHE_SPACE": CPU_KV_CACHE_GIB, **(extra or {})})
 
 
 class VllmStartFailed(RuntimeError):
@@ -82,13 +88,13 @@ class VllmServer:
 
     def command(self) -> list[str]:
         return [
-            str(self.python), "-m", "vllm.entrypoints.openai.api_server",
+            str(self.python), "-m", ENTRYPOINT,
             "--model", str(self.model_dir), "--served-model-name", self.served_name,
             "--host", "127.0.0.1", "--port", str(self.port), *self.args,
         ]  # fmt: skip
 
     def start(self) -> VllmServer:
-        env = child_env({"VLLM_CPU_KVCACHE_SPACE": CPU_KV_CACHE_GIB, **self.env})
+        env = server_env(self.env)
         began = time.monotonic()
         with self.log_path.open("wb") as log:
             self._process = subprocess.Popen(

@@ -42,15 +42,27 @@ def _locked(name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def vllm_python() -> Path:
-    """The python of a venv where ``import vllm`` works; installs it on first use."""
+def vllm_python(*, install: bool = True) -> Path:
+    """The python of a venv where ``import vllm`` works; installs it on first use, or, with
+    ``install=False``, raises VllmUnavailable naming the script that makes it."""
     named = os.environ.get(ENV_PYTHON)
     if named:
+        if not Path(named).exists():
+            raise VllmUnavailable(f"{ENV_PYTHON}={named} does not exist")
         return Path(named)
     if not SETUP_SCRIPT.exists():
         raise VllmUnavailable(f"{SETUP_SCRIPT} is missing: not a source checkout")
     with _locked("setup-vllm"):
-        done = subprocess.run(["bash", str(SETUP_SCRIPT)], capture_output=True, text=True)
+        done = subprocess.run(
+            ["bash", str(SETUP_SCRIPT), *([] if install else ["--check"])],
+            capture_output=True,
+            text=True,
+        )
+    if done.returncode == 3 and not install:
+        raise VllmUnavailable(
+            "real vLLM is not installed: run scripts/setup-vllm.sh (or `latency-tuner "
+            f"realengine setup`) once, or name a python with vllm in {ENV_PYTHON}"
+        )
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
         raise VllmUnavailable(f"scripts/setup-vllm.sh failed ({done.returncode}):\n{tail}")

@@ -38,7 +38,8 @@ an unknown version is taken as the newest known, ``LATEST_KNOWN``), checked agai
   taken by date): ``balanced`` by default, ``throughput`` doubles both batch limits.
 
 ``explain`` / ``explain_config`` say for each flag which value applies and why (written, or
-which default and the rule that chose it), for status and diagnosis messages.
+which default and the rule that chose it); ``applied_defaults`` keeps the unwritten ones, for
+the diagnosis' evidence (status and ``latency-tuner diagnose``).
 
 A value that depends on what we cannot see (the checkpoint's max length, an unknown GPU) is
 ``None``. Also: ``parse_size`` reads vLLM's human-readable integers (``8k`` = 8000,
@@ -468,6 +469,31 @@ def explain_config(
         value, why = _implied(line, flag, value, why, release)
         out[flag] = Resolved(flag, value, False, why + suffix)
     return {flag: out[flag] for flag in flags}
+
+
+# Flags whose default depends on the GPU, the vLLM release, the engine or other flags.
+RULED_FLAGS: tuple[str, ...] = (
+    "max-num-batched-tokens",
+    "max-num-seqs",
+    "gpu-memory-utilization",
+    "enable-chunked-prefill",
+    *VERSIONED_FLAGS,
+)
+
+
+def applied_defaults(
+    line: VllmCommandLine,
+    wanted: tuple[str, ...],
+    *,
+    hardware: Hardware | None = None,
+    version: VllmVersion | None = None,
+) -> tuple[Resolved, ...]:
+    """The flags of ``wanted`` (canonical names) that the command line leaves to vLLM and whose
+    default a rule picks (the GPU's memory, the release, other flags: ``RULED_FLAGS``), each
+    with the default and the rule; fixed defaults (tensor-parallel-size 1, ...) are left out."""
+    known = tuple(f for f in dict.fromkeys(wanted) if f in RULED_FLAGS)
+    resolved = explain_config(line, hardware=hardware, version=version, flags=known)
+    return tuple(r for r in resolved.values() if not r.written)
 
 
 def _implied(

@@ -70,8 +70,10 @@ def healthy(**overrides: Any) -> Observation:
 
 def queueing(**overrides: Any) -> Observation:
     """TTFT mostly spent waiting: queue 0.61 s of 0.85 s, 256 running (at the default
-    max-num-seqs of a small GPU), 12 waiting."""
+    max-num-seqs of a small GPU), 12 waiting at 20 requests/s (Little's law: 0.6 s)."""
     fields: dict[str, Any] = {
+        "request_rate": 20.0,
+        "requests": 6000,
         "ttft": {50: 0.7, 90: 0.85, 99: 1.2},
         "ttft_mean": 0.85,
         "queue_time_mean": 0.61,

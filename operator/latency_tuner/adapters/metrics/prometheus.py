@@ -31,6 +31,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from latency_tuner.adapters.metrics.errors import QueryFailed, SourceUnreachable
+from latency_tuner.api.durations import format_duration
 from latency_tuner.core import promql, signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import LabelMatcher
@@ -152,7 +153,7 @@ class PrometheusSource:
         except TimeoutError as exc:
             raise SourceUnreachable(
                 f"Prometheus at {self.settings.url} did not answer within "
-                f"{self.settings.deadline_seconds:g} s"
+                f"{format_duration(self.settings.deadline_seconds)}"
             ) from exc
 
     def _finished(self, _: object) -> None:
@@ -252,7 +253,9 @@ class PrometheusSource:
         try:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _DeadlinePassed(f"deadline of {self.settings.deadline_seconds:g} s passed")
+                raise _DeadlinePassed(
+                    f"deadline of {format_duration(self.settings.deadline_seconds)} passed"
+                )
             timeout = min(self.settings.timeout_seconds, remaining)
             data = self._client.custom_query(expr, params=params, timeout=timeout)
         except (requests.exceptions.JSONDecodeError, ValueError) as exc:

@@ -33,13 +33,17 @@ class When(StrEnum):
     """The load condition under which a table entry applies."""
 
     ALWAYS = "always"
-    AT_MAX_SEQS = "at-max-seqs"  # running requests reach max-num-seqs at peak
+    AT_MAX_SEQS = "at-max-seqs"  # the slot limit binds (Load.at_max_seqs)
     KV_FULL = "kv-full"  # KV-cache usage at peak near 1
     KV_NOT_FULL = "kv-not-full"
     LONG_PROMPTS = "long-prompts"  # mean prompt >= LONG_PROMPT_TOKENS
+    PREFILL_HEAVY = "prefill-heavy"  # prefill a large part of each request's service time
 
 
 LONG_PROMPT_TOKENS = 1024  # prompts long enough that a cached prefix saves a visible prefill
+# Prefill a third of a request's GPU time: with decode steps batched and prefills not, such a
+# share is what the steps of a busy server mostly spend on (a prefill-bound queue).
+PREFILL_HEAVY_SHARE = 1 / 3
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
             K.MAX_NUM_SEQS,
             UP,
             0.3,
-            "running requests reach max-num-seqs ({max_num_seqs})",
+            "requests in flight fill the max-num-seqs slots ({max_num_seqs})",
             When.AT_MAX_SEQS,
         ),
         Entry(K.PREFIX_CACHING, UP, 0.15, "cached prefixes shorten prefills"),
@@ -90,6 +94,23 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
             0.05,
             "more KV cache admits more requests",
             When.KV_NOT_FULL,
+        ),
+        # A queue behind slow prefills drains as fast as prefills finish: faster GEMMs (FP8
+        # weights; the variant's own gain replaces the 0) or prefill split over more GPUs
+        # raise the service rate. Lossy and costly, so ranked after the safe knobs above.
+        Entry(
+            K.QUANTIZATION,
+            SET,
+            0.0,
+            "FP8 weights speed up the prefills the queue waits on",
+            When.PREFILL_HEAVY,
+        ),
+        Entry(
+            K.TENSOR_PARALLEL,
+            UP,
+            0.3,
+            "the prefills the queue waits on split across GPUs",
+            When.PREFILL_HEAVY,
         ),
     ),
     Bottleneck.LONG_PREFILL: (
@@ -125,6 +146,9 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
         Entry(K.GPU_MEMORY_UTILIZATION, UP, 0.25, "more KV blocks, fewer preemptions"),
         Entry(K.KV_CACHE_DTYPE, SET, 0.3, "FP8 KV doubles the KV capacity"),
         Entry(K.MAX_NUM_SEQS, DOWN, 0.2, "fewer concurrent sequences fit their KV blocks"),
+        # A quantized checkpoint shrinks the weights (4-bit to a quarter, 8-bit to half) and
+        # the memory freed becomes KV blocks; the variant's memory gain replaces the 0.
+        Entry(K.QUANTIZATION, SET, 0.0, "smaller weights leave more memory for KV blocks"),
         Entry(K.TENSOR_PARALLEL, UP, 0.25, "more GPUs hold more KV cache"),
     ),
     Bottleneck.NONE: (),

@@ -20,7 +20,9 @@ from latency_tuner.core.observation import NoData, Observation, ObservationResul
 from latency_tuner.core.planner import Exhausted, plan
 from latency_tuner.core.rollout.facts import WindowResult
 from latency_tuner.core.rollout.values import history
+from latency_tuner.core.saturation import saturated
 from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.defaults import version_from_image
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class Analysis:
     """One window, analysed."""
 
     window: ObservationResult  # NoData when nothing was measured or the source failed
-    usable: Observation | None  # the window, when it has evaluation.minRequests requests
+    usable: Observation | None  # the window, with evaluation.minRequests requests or saturated
     diagnosis: Diagnosis
 
 
@@ -37,16 +39,33 @@ def analyse(
     window: WindowResult | None,
     cl: VllmCommandLine,
     hardware: HardwareInfo,
+    *,
+    image: str | None = None,
 ) -> Analysis:
-    """Diagnose ``window`` of the container running ``cl`` on ``hardware``."""
+    """Diagnose ``window`` of the container running ``cl`` on ``hardware`` (from ``image``,
+    whose tag tells the vLLM release the defaults come from)."""
     seen: ObservationResult = (
         window
         if isinstance(window, (Observation, NoData))
         else NoData(reason="the metrics source did not answer", window_seconds=0.0)
     )
     minimum = spec.evaluation.min_requests
-    usable = seen if isinstance(seen, Observation) and seen.requests >= minimum else None
-    diagnosis = diagnose(seen, spec.objectives, cl, hardware, spec.knobs, min_requests=minimum)
+    # A saturated window is usable with fewer requests: the backlog is the evidence, and a
+    # server finishing too few requests per window would otherwise be waited on forever.
+    usable = (
+        seen
+        if isinstance(seen, Observation) and (seen.requests >= minimum or saturated(seen))
+        else None
+    )
+    diagnosis = diagnose(
+        seen,
+        spec.objectives,
+        cl,
+        hardware,
+        spec.knobs,
+        min_requests=minimum,
+        version=version_from_image(image),
+    )
     return Analysis(seen, usable, diagnosis)
 
 

@@ -13,6 +13,8 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Blocked, Blocker, MetricsFailure, Ready, WindowResult
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import diagnosis_status
+from latency_tuner.core.saturation import flow, saturated
+from latency_tuner.core.signals import lowest_bucket_warning
 
 _NOTE = {
     Blocker.DEPLOYMENT_NOT_FOUND: Reason.DEPLOYMENT_NOT_FOUND,
@@ -87,6 +89,14 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
         r.condition(ConditionType.READY, False, "MetricsSourceError", current.message)
     elif isinstance(current, NoData):
         r.condition(ConditionType.METRICS_AVAILABLE, False, "NoData", current.reason)
+    elif current.requests < minimum and saturated(current):
+        r.condition(
+            ConditionType.METRICS_AVAILABLE,
+            True,
+            "Saturated",
+            f"{current.requests} requests in the window (evaluation.minRequests is {minimum}), "
+            f"but the server falls behind: {flow(current).describe()}",
+        )
     elif current.requests < minimum:
         r.condition(
             ConditionType.METRICS_AVAILABLE,
@@ -95,12 +105,13 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
             f"{current.requests} requests in the window, evaluation.minRequests is {minimum}",
         )
     else:
-        r.condition(
-            ConditionType.METRICS_AVAILABLE,
-            True,
-            "Measured",
-            f"{current.requests} requests in the last {format_duration(current.window_seconds)}",
+        message = (
+            f"{current.requests} requests in the last {format_duration(current.window_seconds)}"
         )
+        coarse = lowest_bucket_warning(current, r.spec.objectives)
+        if coarse is not None:  # a target judged on an interpolated quantile
+            message += f"; warning: {coarse}"
+        r.condition(ConditionType.METRICS_AVAILABLE, True, "Measured", message)
 
 
 def fingerprints(trial: Trial) -> tuple[str, ...]:

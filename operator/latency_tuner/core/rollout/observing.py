@@ -19,6 +19,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Ready
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import (
+    changed_arguments,
     container_snapshot,
     diagnosis_status,
     metric_snapshot,
@@ -49,7 +50,13 @@ def observing(r: Round, facts: Ready) -> Decision:
             f"measuring the current configuration: a clean window in {format_duration(wait)}",
         )
         return r.decision("waiting for a window of the current configuration")
-    analysis = analyse(r.spec, facts.windows.current, facts.command_line, facts.hardware)
+    analysis = analyse(
+        r.spec,
+        facts.windows.current,
+        facts.command_line,
+        facts.hardware,
+        image=facts.container.image,
+    )
     r.update(diagnosis=diagnosis_status(analysis.diagnosis))
     if analysis.usable is None:
         return r.decision("no usable window: nothing to act on")
@@ -187,6 +194,7 @@ def _start_trial(
         previous_config_hash=config_hash(cl),
         from_container=container_snapshot(container),
         to_container=container_snapshot(target),
+        changes=changed_arguments(container, target),
         reason=change.reason,
     )
     r.update(

@@ -9,10 +9,12 @@ from latency_tuner.api.conditions import ConditionType
 from latency_tuner.api.durations import format_timestamp
 from latency_tuner.api.status import IncompatibleValue, Phase, Trial, Verdict, with_trial
 from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import TRANSIENT_FAILURE
 from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import MetricsFailure, Ready
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import config_of, metric_snapshot
+from latency_tuner.core.saturation import saturated
 from latency_tuner.core.score import score
 from latency_tuner.core.verdict import Outcome, judge_trial
 
@@ -38,7 +40,8 @@ def rolling_out(r: Round, facts: Ready) -> Decision:
     # The deadline runs from entering RollingOut: after a resume, not from the trial's start.
     failed = _rollout_failure(r, facts, trial.to_container.fingerprint, r.status.phase_since)
     if failed is not None:
-        return _fail_trial(r, trial, failed)
+        transient = facts.rollout.waiting_for_a_node(trial.to_container.fingerprint)
+        return _fail_trial(r, trial, failed, transient=transient)
     if not facts.rollout.complete:
         r.condition(
             ConditionType.PROGRESSING, True, "RollingOut", f"trial {trial.id}: rollout in progress"
@@ -68,14 +71,19 @@ def _rollout_failure(r: Round, facts: Ready, fingerprint: str, since: str | None
     return None
 
 
-def _fail_trial(r: Round, trial: Trial, why: str) -> Decision:
+def _fail_trial(r: Round, trial: Trial, why: str, *, transient: bool = False) -> Decision:
+    """Roll the trial back as Failed. A permanent failure (the value crashed, was refused, its
+    image missing) records the value incompatible for good; a transient one (its pods waited
+    for GPUs) does not, and the planner retries it later (``core.planner``)."""
+    lead = TRANSIENT_FAILURE if transient else "rollout failed:"
     failed = trial.model_copy(
-        update={"verdict": Verdict.FAILED, "reason": f"rollout failed: {why}", "finished_at": None}
+        update={"verdict": Verdict.FAILED, "reason": f"{lead} {why}", "finished_at": None}
     )
     incompatible = [
         i for i in r.status.incompatible if (i.knob, i.value) != (trial.knob, trial.to_value)
     ]
-    incompatible.append(IncompatibleValue(knob=trial.knob, value=trial.to_value, reason=why))
+    if not transient:
+        incompatible.append(IncompatibleValue(knob=trial.knob, value=trial.to_value, reason=why))
     r.update(current_trial=failed, incompatible=incompatible)
     r.phase(Phase.ROLLING_BACK)
     message = f"trial {trial.id} ({trial.knob} -> {trial.to_value}) failed: {why}; rolling back"
@@ -220,7 +228,8 @@ def resting(r: Round, facts: Ready) -> Decision:
     current = facts.windows.current
     obs = (
         current
-        if isinstance(current, Observation) and current.requests >= r.spec.evaluation.min_requests
+        if isinstance(current, Observation)
+        and (current.requests >= r.spec.evaluation.min_requests or saturated(current))
         else None
     )
     clean = r.status.stable_since is None or (

@@ -26,9 +26,11 @@ node's GPU product as ``--sim-gpu``. It writes what Kubernetes writes:
   process is gone, as with a real kubelet.
 
 Inside: ``_rollout`` (the controller's arithmetic, pure), ``_nodes`` (the machines),
-``_engine`` (what runs a container: the seam), ``_pod`` (a pod's record and kubelet status),
-``_objects`` (ReplicaSet and Pod bodies), ``_api`` (HTTP), ``_kubelet`` (process supervision),
-``_runner`` (the control loop). Only the names below are the public face.
+``_engine`` (what runs a container: the seam, and the simulator behind it), ``_vllm_engine``
+(``RealVllmEngine``: real vLLM behind it, for ``demo --engine vllm`` and the real-engine tier),
+``_pod`` (a pod's record and kubelet status), ``_objects`` (ReplicaSet and Pod bodies), ``_api``
+(HTTP), ``_kubelet`` (process supervision), ``_runner`` (the control loop). Only the names
+below are the public face.
 
 Every process runs in its own process group and is stopped on exit (also on errors and
 cancellation; an ``atexit`` hook kills what an abandoned event loop left). It never touches
@@ -55,6 +57,7 @@ from latency_tuner.sandbox.podrunner._rollout import (
     template_hash,
 )
 from latency_tuner.sandbox.podrunner._runner import PodRunner
+from latency_tuner.sandbox.podrunner._vllm_engine import RealVllmEngine
 
 __all__ = [
     "FINALIZER",
@@ -64,6 +67,7 @@ __all__ = [
     "PodEngine",
     "PodInfo",
     "PodRunner",
+    "RealVllmEngine",
     "ScalePlan",
     "SimulatorEngine",
     "compute_status",

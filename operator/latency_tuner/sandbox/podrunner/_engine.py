@@ -36,6 +36,7 @@ class EngineCommand:
     program: tuple[str, ...]
     args: tuple[str, ...]
     name: str  # how the pod's log names it
+    env: Mapping[str, str] = field(default_factory=dict)  # set over the runner's environment
 
 
 class PodEngine(Protocol):
@@ -68,8 +69,8 @@ def _expand(text: str, env: Mapping[str, str]) -> str:
     return _ENV_REF.sub(lambda m: env.get(m.group(1), m.group(0)), text)
 
 
-def sim_argv(container: Mapping[str, Any], *, port: int, gpu: str, gpus: int) -> list[str]:
-    """``latency-tuner sim`` arguments for a vLLM container; raises NotVllmError otherwise."""
+def container_command_line(container: Mapping[str, Any]) -> VllmCommandLine:
+    """The container's vLLM command line, ``$(VAR)`` expanded; NotVllmError when it is none."""
     env = {
         str(e["name"]): str(e["value"])
         for e in container.get("env") or []
@@ -83,14 +84,27 @@ def sim_argv(container: Mapping[str, Any], *, port: int, gpu: str, gpus: int) ->
     )
     if not cl.model:
         raise NotVllmError("the vLLM command line names no model")
-    words: list[str] = ["serve", cl.model]
-    for key, value in cl.without("host").without("port").flags():
+    return cl
+
+
+def flag_words(cl: VllmCommandLine) -> list[str]:
+    """The command line's flags as argv words (``--key=value``; names split on spaces)."""
+    words: list[str] = []
+    for key, value in cl.flags():
         if value is None:
             words.append(f"--{key}")
         elif key == "served-model-name":
             words += [f"--{key}", *value.split()]
         else:
             words.append(f"--{key}={value}")
+    return words
+
+
+def sim_argv(container: Mapping[str, Any], *, port: int, gpu: str, gpus: int) -> list[str]:
+    """``latency-tuner sim`` arguments for a vLLM container; raises NotVllmError otherwise."""
+    cl = container_command_line(container)
+    assert cl.model is not None
+    words = ["serve", cl.model, *flag_words(cl.without("host").without("port"))]
     words += ["--host", "127.0.0.1", "--port", str(port), "--sim-gpu", gpu, "--sim-gpus", str(gpus)]
     return words
 

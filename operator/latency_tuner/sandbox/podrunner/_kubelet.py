@@ -25,7 +25,7 @@ from collections.abc import Callable
 import httpx
 
 from latency_tuner.sandbox.podrunner._api import ApiClient, Body
-from latency_tuner.sandbox.podrunner._engine import PodEngine, vllm_container
+from latency_tuner.sandbox.podrunner._engine import EngineCommand, PodEngine, vllm_container
 from latency_tuner.sandbox.podrunner._pod import PodState, now_stamp, pod_status
 
 logger = logging.getLogger("latency_tuner.sandbox.podrunner")
@@ -86,7 +86,7 @@ class Kubelet:
             while not pod.terminating:
                 if pod.restart_count:
                     await asyncio.sleep(self._delay(pod.restart_count))
-                code = await self._run_container(pod, command.program, command.name)
+                code = await self._run_container(pod, command)
                 if pod.terminating:
                     return
                 finished = now_stamp()
@@ -112,12 +112,13 @@ class Kubelet:
         except Exception:
             logger.exception("pod %s: supervisor failed", pod.name)
 
-    async def _run_container(self, pod: PodState, program: tuple[str, ...], name: str) -> int:
+    async def _run_container(self, pod: PodState, command: EngineCommand) -> int:
         with pod.log_path.open("ab") as log:
-            log.write(f"--- start {now_stamp()}: {name} {' '.join(pod.argv)}\n".encode())
+            log.write(f"--- start {now_stamp()}: {command.name} {' '.join(pod.argv)}\n".encode())
             log.flush()
             pod.process = subprocess.Popen(  # noqa: ASYNC220 - fork+exec, not a wait
-                [*program, *pod.argv],
+                [*command.program, *pod.argv],
+                env={**os.environ, **command.env} if command.env else None,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -116,7 +116,7 @@ def test_a_change_inconclusive_twice_under_a_comparable_load_is_not_tried_a_thir
 def test_inconclusive_trials_under_another_load_do_not_count_against_a_change() -> None:
     window = queueing(running_mean=500.0, running_max=512.0)
     elsewhere = window.load.model_copy(
-        update={"request_rate": 20.0, "concurrency_mean": 5000.0, "prompt_tokens_mean": 4000.0}
+        update={"request_rate": 200.0, "concurrency_mean": 5000.0, "prompt_tokens_mean": 4000.0}
     )
     twice = [record(None, "512", Verdict.INCONCLUSIVE, elsewhere)] * 2
     change = next_change(window, command_line(), twice)
@@ -289,3 +289,30 @@ def test_a_status_trial_becomes_a_record_with_the_load_it_was_judged_under() -> 
     assert TrialRecord.from_trial(after_only).load == rec.load
     blind = trial.model_copy(update={"before": MetricSnapshot()})
     assert TrialRecord.from_trial(blind).load is None
+
+
+def transient(to: str, knob: str = SEQS) -> TrialRecord:
+    return TrialRecord(knob, None, to, Verdict.FAILED, None, transient=True)
+
+
+def test_a_change_whose_pods_waited_for_gpus_is_retried_after_the_other_candidates() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0, prompt_tokens_mean=2000.0)
+    cl = command_line("--no-enable-prefix-caching")
+    first = next_change(window, cl)
+    assert isinstance(first, Change)
+    later = next_change(window, cl, [transient(first.to_value or "", first.knob.value)])
+    assert isinstance(later, Change)
+    assert (later.knob, later.to_value) != (first.knob, first.to_value)
+    # With nothing else open it is tried again, not ruled out for good.
+    alone = next_change(window, command_line(), [transient("512")], prefix_caching=False,
+                        max_num_batched_tokens=None, gpu_memory_utilization=None)  # fmt: skip
+    assert isinstance(alone, Change)
+    assert (alone.knob, alone.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
+def test_a_change_that_could_not_be_scheduled_twice_rests() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    twice = next_change(window, command_line(), [transient("512")] * 2, prefix_caching=False,
+                        max_num_batched_tokens=None, gpu_memory_utilization=None)  # fmt: skip
+    assert isinstance(twice, Exhausted)
+    assert "could not be scheduled 2 times" in twice.reason

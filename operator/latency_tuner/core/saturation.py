@@ -1,0 +1,114 @@
+"""Is the server falling behind its arrivals? Arrivals, saturation and queueing delay of a window.
+
+The finished requests tell what the server managed to serve; when it falls behind, what it did
+not serve piles up in flight. So arrivals = finished + growth of the requests in flight
+(running + waiting gauges, start to end of the window). A window is *saturated* when the
+waiting queue grew by more than the counting noise of the arrivals: with Poisson arrivals a
+steady queue wanders by about sqrt(arrivals), a backlog that grows past ``GROWTH_SIGMAS`` of
+that is the server finishing fewer requests than arrive. A saturated window is evidence on its
+own, however few requests it finished: its latencies of finished requests are lower bounds (the
+requests still waiting will be slower).
+
+Queueing delay by Little's law: mean time in queue = mean queue length / arrival rate. vLLM
+records a request's queue time when it finishes but its TTFT at the first token, so under a
+growing backlog the queue-time histogram lags (the requests that waited longest have not
+finished); the waiting gauge does not. Values only. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from latency_tuner.core.evidence import Evidence
+from latency_tuner.core.observation import Observation
+
+GROWTH_SIGMAS = 2.0  # backlog growth beyond this many sqrt(arrivals): not a steady queue wandering
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Arrivals against completions over one window (counts summed over pods)."""
+
+    finished: int
+    arrivals: float  # finished + growth in flight; the finished count when the gauges are unknown
+    backlog_growth: float | None  # waiting requests gained over the window; None if unknown
+    window_seconds: float
+    waiting_mean: float | None
+
+    @property
+    def arrival_rate(self) -> float:
+        return self.arrivals / self.window_seconds if self.window_seconds > 0 else 0.0
+
+    @property
+    def saturated(self) -> bool:
+        """Completions below arrivals with a waiting queue that rises beyond its noise."""
+        growth = self.backlog_growth
+        if growth is None or growth <= 0 or self.arrivals <= self.finished:
+            return False
+        return growth > self.growth_noise
+
+    @property
+    def queue_delay(self) -> float | None:
+        """Mean time a request waits in the queue, by Little's law (seconds); None if unknown."""
+        rate = self.arrival_rate
+        if self.waiting_mean is None or rate <= 0:
+            return None
+        return self.waiting_mean / rate
+
+    @property
+    def growth_noise(self) -> float:
+        """The backlog growth a steady queue reaches by chance (``GROWTH_SIGMAS`` x sqrt(n))."""
+        return GROWTH_SIGMAS * math.sqrt(max(self.arrivals, 1.0))
+
+    def evidence(self) -> Evidence:
+        """The saturation as a diagnosis fact."""
+        return Evidence(
+            "backlog_growth",
+            self.backlog_growth,
+            f"saturated: {self.describe()}",
+            self.growth_noise,
+            ">",
+            "requests",
+        )
+
+    def describe(self) -> str:
+        growth = self.backlog_growth or 0.0
+        return (
+            f"{self.arrivals:.0f} requests arrived and {self.finished} finished in the window; "
+            f"the waiting queue grew by {growth:.0f}"
+        )
+
+
+def flow(obs: Observation) -> Flow:
+    """The window's arrivals, backlog growth and Little's-law queueing delay."""
+    grew = [d for d in (obs.running_delta, obs.waiting_delta) if d is not None]
+    in_flight_growth = sum(grew) if grew else 0.0
+    return Flow(
+        finished=obs.requests,
+        arrivals=max(float(obs.requests), obs.requests + in_flight_growth),
+        backlog_growth=obs.waiting_delta,
+        window_seconds=obs.window_seconds,
+        waiting_mean=obs.waiting_mean,
+    )
+
+
+def saturated(obs: Observation) -> bool:
+    return flow(obs).saturated
+
+
+def queue_delay(obs: Observation) -> tuple[float | None, str]:
+    """The mean queueing delay, the larger of two estimates, and a note on where it came from
+    ("" for the recorded histogram).
+
+    vLLM records queue time when a request finishes but TTFT at its first token: under a
+    growing backlog the queue-time histogram lags behind the TTFT one and understates the
+    queue's share. Little's law on the waiting gauge sees the requests still waiting. The
+    larger is the better evidence: in a steady queue both estimate the same wait, and under a
+    growing one each can only understate it.
+    """
+    recorded = obs.queue_time_mean
+    little = flow(obs).queue_delay
+    if little is not None and (recorded is None or little > recorded):
+        return little, " by Little's law (waiting requests / arrival rate)"
+    return recorded, ""
