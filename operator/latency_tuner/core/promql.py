@@ -102,6 +102,7 @@ TEMPLATES: Mapping[str, str] = {
     "grouped_count_avg": "count by ($by) (avg_over_time(${metric}{$selector}[$window]))",
     "grouped_sum_max": "sum by ($by) (max_over_time(${metric}{$selector}[$window]))",
     "grouped_max_max": "max by ($by) (max_over_time(${metric}{$selector}[$window]))",
+    "grouped_sum_delta": "sum by ($by) (delta(${metric}{$selector}[$window]))",
     "grouped_count_last": "count by ($by) (last_over_time(${metric}{$selector}[$window]))",
     "grouped_names": 'count by ($by) ({__name__=~"$names",$selector})',
 }

@@ -60,6 +60,7 @@ def _parts(kind: QueryKind, base: str) -> tuple[Part, ...]:
         QueryKind.GAUGE_SUM_MAX: (Part("grouped_sum_max", base),),
         QueryKind.GAUGE_AVG_AVG: (Part("grouped_sum_avg", base), Part("grouped_count_avg", base)),
         QueryKind.GAUGE_MAX_MAX: (Part("grouped_max_max", base),),
+        QueryKind.GAUGE_SUM_DELTA: (Part("grouped_sum_delta", base),),
         QueryKind.PODS: (Part("grouped_count_last", base + "_count"),),
     }[kind]
 
