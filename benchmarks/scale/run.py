@@ -46,6 +46,8 @@ LT_STORE = ("tuning.latencytuner.io", "latencytargets")
 DEP_STORE = ("apps", "deployments")
 PERCENTILES = (90,)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Run as a script: the repository root on the path, for this benchmark's sibling modules.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 # ---- world process: emulator + scripted controller ------------------------------------------
@@ -130,9 +132,8 @@ def _request_kind(method: str, path: str, query: dict[str, str]) -> str:
 
 
 class _World:
-    def __init__(self, targets: int, window: str, cooldown: str, stock: bool) -> None:
+    def __init__(self, targets: int, window: str, cooldown: str) -> None:
         self.targets = targets
-        self.stock = stock
         self.window = window
         self.cooldown = cooldown
         self.requests: collections.Counter[str] = collections.Counter()
@@ -141,14 +142,16 @@ class _World:
         self.bumped_at: dict[str, float] = {}
         self.generation: dict[str, int] = {}
         self.pod: dict[str, str] = {}
+        self.metrics: dict[str, str] = {}  # MetricsAvailable status and reason per target
+        from benchmarks.scale.fleet_metrics import FleetMetrics
+
+        self.fleet = FleetMetrics(NAMESPACE, self.pod)
 
     async def serve(self, kubeconfig: Path) -> None:
         from latency_tuner.api.crd import build_crd
         from latency_tuner.sandbox.apiserver import ApiServer, KubeApiEmulator
 
         counts = self.requests
-
-        stock = self.stock
 
         class CountingEmulator(KubeApiEmulator):
             async def __call__(self, raw_request: Any) -> Any:
@@ -160,8 +163,6 @@ class _World:
                 # each LIST (40 ms for 1,000 pods, even for a label selector matching one):
                 # an emulator cost, not the operator's. Its LIST callers only read the items,
                 # so top-level copies do (a real API server serves LISTs from a cache too).
-                if stock:
-                    return super()._items(rdef, namespace)
                 found = []
                 for (res, ns, _name), stored in self.objects.items():
                     mine = (res.group, res.plural) == rdef.store_key and not stored.deleted
@@ -196,17 +197,36 @@ class _World:
                 lt = _latency_target(f"lt-{i:04d}", name, self.window, self.cooldown)
                 await api.create(lt)
             api.write_kubeconfig(kubeconfig, namespace=NAMESPACE)
+            metrics_port = await self._serve_metrics()
             events: asyncio.Queue[Any] = asyncio.Queue()
             api.emulator._watchers.add(events)  # every write, in-process: no HTTP cost
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             threading.Thread(target=self._commands, args=(api, loop, stop), daemon=True).start()
-            _say({"ready": True, "setup_seconds": round(time.monotonic() - started, 2)})
+            _say({"ready": True, "setup_seconds": round(time.monotonic() - started, 2),
+                  "metrics_port": metrics_port})  # fmt: skip
             controller = asyncio.create_task(self._control(api, events))
             await stop.wait()
             controller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await controller
+
+    async def _serve_metrics(self) -> int:
+        """Every pod's /metrics from one endpoint on 127.0.0.1 (Prometheus scrapes it)."""
+        from aiohttp import web
+
+        from latency_tuner.sandbox.prometheus import free_port
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(body=self.fleet.render(), content_type="text/plain")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        return port
 
     async def _roll(self, api: Any, name: str, generation: int) -> None:
         """The Deployment controller and kubelet: a new ready pod, the old one gone."""
@@ -214,7 +234,7 @@ class _World:
 
         dep = await api.get("apps/v1", "Deployment", name, namespace=NAMESPACE)
         old = self.pod.get(name)
-        pod = f"{name}-g{generation}"
+        pod = f"{name}-g{generation}-p"  # <deployment>-<hash>-<suffix>: the default selector
         await roll(api, dep, pod=pod, existing=[old] if old is not None else [])
         self.pod[name] = pod
         self.generation[name] = generation
@@ -233,6 +253,9 @@ class _World:
             elif event.store == LT_STORE:
                 status = obj.get("status") or {}
                 self.phases[name] = str(status.get("phase"))
+                for c in status.get("conditions") or []:
+                    if c.get("type") == "MetricsAvailable":
+                        self.metrics[name] = f"{c.get('status')} {c.get('reason')}"
                 if status.get("currentTrial"):
                     self.trial_at.setdefault(name, time.time())
 
@@ -245,6 +268,9 @@ class _World:
             elif command == "size":
                 future = asyncio.run_coroutine_threadsafe(self._size(api), loop)
                 _say(future.result(30))
+            elif command.startswith("breach "):
+                self.fleet.breached.update(command.split(" ", 1)[1].split(","))
+                _say({"at": time.time()})
             elif command == "quit":
                 break
         loop.call_soon_threadsafe(stop.set)
@@ -258,6 +284,7 @@ class _World:
         return {
             "requests": dict(self.requests),
             "phases": dict(collections.Counter(self.phases.values())),
+            "metrics": dict(collections.Counter(self.metrics.values())),
             "trial_at": self.trial_at,
             "bumped_at": self.bumped_at,
         }
@@ -266,39 +293,15 @@ class _World:
 # ---- operator process: the real operator, a scripted metrics source -------------------------
 
 
-def _scripted() -> tuple[Any, set[str]]:
-    """Prometheus' stand-in: every target is healthy until breached (then it queues)."""
-    from latency_tuner.testing.metrics import ScriptedMetrics, queueing_signals
-
-    breached: set[str] = set()
-
-    def answer(deployment: str, start: float, end: float) -> dict[str, Any]:
-        ttft = 2.0 if deployment in breached else 0.3
-        return queueing_signals(ttft, running_mean=16.0, running_max=16.0)
-
-    return ScriptedMetrics(answer), breached
-
-
-def _operator(kubeconfig: str, interval: float, indexed_conflicts: bool) -> int:
+def _operator(kubeconfig: str, interval: float, prometheus_url: str) -> int:
     import kopf
 
-    from latency_tuner.controller import gather
     from latency_tuner.handlers.cli import run_operator
     from latency_tuner.settings import OperatorSettings
 
-    if indexed_conflicts:
-        # Experiment only: what the reconcile costs without its O(N) LIST (a kopf index or an
-        # informer cache answers "who else targets this Deployment" in O(1)).
-        async def no_conflict(
-            latencytargets: Any, spec: Any, namespace: str, name: str, claims: Any = None
-        ) -> None:
-            return None
-
-        gather.owner_conflict = no_conflict
-
     kopf.configure(quiet=True)  # as `--log-level warning`: no INFO line per handler run
     settings = OperatorSettings(
-        prometheus_url="http://prometheus.invalid:9090",
+        prometheus_url=prometheus_url,
         namespaces=(NAMESPACE,),
         interval_seconds=interval,
         standalone=True,
@@ -307,29 +310,24 @@ def _operator(kubeconfig: str, interval: float, indexed_conflicts: bool) -> int:
         kubeconfig=kubeconfig,
         log_level="warning",
     )
-    script, breached = _scripted()
     stop, ready = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
     def main() -> None:
         try:
-            asyncio.run(run_operator(settings, stop_flag=stop, ready_flag=ready,
-                                     metrics_for=script.metrics_for))  # fmt: skip
+            asyncio.run(run_operator(settings, stop_flag=stop, ready_flag=ready))
         except BaseException as exc:
             failures.append(exc)
 
     thread = threading.Thread(target=main, name="operator", daemon=True)
     _say({"imported": True})
     for line in sys.stdin:
-        command, _, rest = line.strip().partition(" ")
+        command = line.strip()
         if command == "start":
             thread.start()
             _say({"started": ready.wait(60), "failures": [repr(f) for f in failures]})
-        elif command == "breach":
-            breached.update(rest.split(","))
-            _say({"at": time.time()})
         elif command == "stats":
-            _say({"observe_calls": script.observe_calls, "failures": [repr(f) for f in failures]})
+            _say({"failures": [repr(f) for f in failures]})
         elif command == "stop":
             break
     stop.set()
@@ -415,9 +413,79 @@ def _wait(check: Any, timeout: float, every: float = 1.0) -> bool:
     return False
 
 
-def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    from latency_tuner.core.signals import queries_for
+class _Prometheus:
+    """Debian's Prometheus scraping the fleet's one endpoint (``honor_labels``: the pods'
+    ``namespace``/``pod`` labels are kept), on 127.0.0.1, its TSDB in ``workdir``."""
 
+    def __init__(self, workdir: Path, metrics_port: int, scrape: float, log: IO[str]) -> None:
+        from latency_tuner.sandbox.prometheus import binary, free_port
+
+        exe = binary()
+        if exe is None:
+            raise RuntimeError("prometheus is not installed (scripts/setup.sh installs it)")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = workdir / f"prometheus-{self.port}.yml"
+        config.write_text(
+            f"global: {{scrape_interval: {scrape:g}s, evaluation_interval: {scrape:g}s}}\n"
+            "scrape_configs:\n"
+            "  - job_name: vllm\n"
+            "    honor_labels: true\n"
+            f"    scrape_timeout: {scrape:g}s\n"
+            f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]\n"
+        )
+        self.popen = subprocess.Popen(
+            [exe, f"--config.file={config}", f"--storage.tsdb.path={workdir / f'tsdb-{self.port}'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.proc = _Proc(self.popen)  # type: ignore[arg-type]
+
+    def _get(self, path: str) -> str:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+            body: bytes = response.read()
+        return body.decode()
+
+    def wait_scraped(self, timeout: float) -> bool:
+        """Until the fleet's endpoint has been scraped successfully."""
+
+        def up() -> bool:
+            try:
+                answer = json.loads(self._get("/api/v1/query?query=up"))
+            except OSError:
+                return False
+            return any(r["value"][1] == "1" for r in answer["data"]["result"])
+
+        return _wait(up, timeout, every=0.5)
+
+    def queries(self) -> int:
+        """Instant queries answered so far, from Prometheus' own /metrics (not a query)."""
+        total = 0.0
+        for line in self._get("/metrics").splitlines():
+            if (
+                line.startswith("prometheus_http_requests_total{")
+                and 'handler="/api/v1/query"' in line
+            ):
+                total += float(line.rsplit(" ", 1)[1])
+        return int(total)
+
+    def series(self) -> int:
+        for line in self._get("/metrics").splitlines():
+            if line.startswith("prometheus_tsdb_head_series "):
+                return int(float(line.split()[1]))
+        return 0
+
+    def stop(self) -> None:
+        self.popen.terminate()
+        try:
+            self.popen.wait(10)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+
+
+def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     interval, window, cooldown = options.interval, options.window, options.cooldown
     kubeconfig = workdir / f"kubeconfig-{n}"
     result: dict[str, Any] = {
@@ -425,22 +493,30 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
         "interval_s": interval,
         "window_s": window,
         "cooldown_s": cooldown,
-        "stock_emulator": options.stock_emulator,
-        "what_if_indexed_conflicts": options.what_if_indexed_conflicts,
+        "scrape_interval_s": options.scrape,
     }
-    with open(workdir / f"world-{n}.log", "w") as wlog, open(workdir / f"op-{n}.log", "w") as olog:
-        extra = ["--stock-emulator"] if options.stock_emulator else []
+    with (
+        open(workdir / f"world-{n}.log", "w") as wlog,
+        open(workdir / f"op-{n}.log", "w") as olog,
+        open(workdir / f"prometheus-{n}.log", "w") as plog,
+    ):
         world = _spawn(
             ["--role", "world", "--targets", str(n), "--kubeconfig", str(kubeconfig),
-             "--window", str(window), "--cooldown", str(cooldown), *extra],
+             "--window", str(window), "--cooldown", str(cooldown)],
             wlog,
         )  # fmt: skip
-        operator = None
+        operator = prometheus = None
         try:
-            result["world_setup_s"] = world.read(600)["setup_seconds"]
-            extra = ["--what-if-indexed-conflicts"] if options.what_if_indexed_conflicts else []
+            hello = world.read(600)
+            result["world_setup_s"] = hello["setup_seconds"]
+            prometheus = _Prometheus(workdir, hello["metrics_port"], options.scrape, plog)
+            if not prometheus.wait_scraped(120):
+                raise RuntimeError("Prometheus did not scrape the fleet (see its log)")
+            time.sleep(window + options.scrape)  # a full window of samples before the operator
+            result["prometheus_series"] = prometheus.series()
             operator = _spawn(["--role", "operator", "--kubeconfig", str(kubeconfig),
-                               "--interval", str(interval), *extra], olog)  # fmt: skip
+                               "--interval", str(interval), "--prometheus-url", prometheus.url],
+                              olog)  # fmt: skip
             operator.read(120)
             time.sleep(0.5)
             base_rss, _ = operator.memory()
@@ -461,11 +537,13 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             result["all_converged"] = ok
             result["time_to_converge_all_s"] = round(time.monotonic() - started, 1)
             result["phases_at_converge"] = stats["phases"]
+            result["metrics_available_at_converge"] = stats["metrics"]
             result["operator_rss_converged_mib"] = round(operator.memory()[0], 1)
 
             # Steady state: every target converged, re-checked after each cooldown.
             t0, c0, w0, m0 = time.monotonic(), operator.cpu(), world.cpu(), _machine_busy()
-            s0, o0 = world.ask("stats"), operator.ask("stats")
+            p0, q0 = prometheus.proc.cpu(), prometheus.queries()
+            s0 = world.ask("stats")
             r0 = _reconciles(s0)
 
             def steady_enough() -> bool:
@@ -474,11 +552,10 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
 
             _wait(steady_enough, options.max_steady)
             t1, c1, w1, m1 = time.monotonic(), operator.cpu(), world.cpu(), _machine_busy()
+            p1, q1 = prometheus.proc.cpu(), prometheus.queries()
             s1, o1 = world.ask("stats"), operator.ask("stats")
             reconciles = _reconciles(s1) - r0
             cycles = reconciles / n
-            observes = o1["observe_calls"] - o0["observe_calls"]
-            per_observe = len(queries_for(PERCENTILES)) + 2
             rss, peak = operator.memory()
             requests = {
                 k: round((v - s0["requests"].get(k, 0)) / max(reconciles, 1), 2)
@@ -496,11 +573,14 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 operator_cpu_s_per_cycle=round((c1 - c0) / cycles, 2) if cycles else None,
                 emulator_cpu_ms_per_reconcile=round(1000 * (w1 - w0) / max(reconciles, 1), 2),
                 emulator_cpu_cores=round((w1 - w0) / (t1 - t0), 2),
+                prometheus_cpu_cores=round((p1 - p0) / (t1 - t0), 2),
+                prometheus_rss_mib=round(prometheus.proc.memory()[0], 1),
                 api_requests_per_reconcile=requests,
-                lt_list_bytes=world.ask("size")["lt_list_bytes"],
-                observe_per_cycle=round(observes / cycles, 1) if cycles else None,
-                promql_per_observe=per_observe,
-                promql_per_cycle=round(observes / cycles * per_observe) if cycles else None,
+                promql_queries=q1 - q0,
+                promql_per_cycle=round((q1 - q0) / cycles, 1) if cycles else None,
+                # The batches follow the wall clock (max age: half the interval), so a cycle
+                # stretched by a starved machine holds more of them; per configured interval:
+                promql_per_interval=round((q1 - q0) / (t1 - t0) * interval, 1),
                 operator_rss_mib=round(rss, 1),
                 operator_peak_rss_mib=round(peak, 1),
                 operator_rss_over_baseline_mib=round(rss - base_rss, 1),
@@ -509,7 +589,9 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 world_rss_mib=round(world.memory()[0], 1),
                 # Other processes' CPU (and this driver's) in the steady window: contention
                 # inflates the wall-clock figures (cycle period, breach -> rollout), not CPU.
-                other_cpu_cores=round(((m1 - m0) - (c1 - c0) - (w1 - w0)) / (t1 - t0), 2),
+                other_cpu_cores=round(
+                    ((m1 - m0) - (c1 - c0) - (w1 - w0) - (p1 - p0)) / (t1 - t0), 2
+                ),
                 cores=os.cpu_count(),
                 operator_failures=o1["failures"],
             )
@@ -517,7 +599,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             # Breach: a handful of converged targets go slow; time to their first rollout.
             k = min(options.breach, n)
             names = [f"vllm-{i * n // k:04d}" for i in range(k)]
-            breach_at = float(operator.ask("breach " + ",".join(names))["at"])
+            breach_at = float(world.ask("breach " + ",".join(names))["at"])
 
             def rolled() -> bool:
                 nonlocal stats
@@ -533,12 +615,17 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 rolled_out=len(bumps),
                 breach_to_trial_s=_summary(trials),
                 breach_to_rollout_s=_summary(bumps),
+                breach_to_rollout_intervals=round(statistics.median(bumps) / interval, 2)
+                if bumps
+                else None,
             )
         finally:
             if operator is not None:
                 with contextlib.suppress(Exception):
                     operator.ask("stop", 60)
                 _end(operator)
+            if prometheus is not None:
+                prometheus.stop()
             with contextlib.suppress(Exception):
                 world.popen.stdin.write("quit\n")  # type: ignore[union-attr]
                 world.popen.stdin.flush()  # type: ignore[union-attr]
@@ -582,13 +669,15 @@ ROWS = [
     ("API emulator CPU use [cores]", "emulator_cpu_cores"),
     ("other processes' CPU during the measurement [cores]", "other_cpu_cores"),
     ("API requests per reconcile (all verbs)", "api_total"),
-    ("LIST latencytargets per reconcile", "lt_lists"),
-    ("  size of one such LIST [KiB]", "lt_list_kib"),
-    ("observe() calls per cycle", "observe_per_cycle"),
-    ("PromQL queries per observe", "promql_per_observe"),
-    ("PromQL queries per cycle (Prometheus backend)", "promql_per_cycle"),
+    ("GET deployments / GET nodes per reconcile", "gets"),
+    ("Prometheus: series held", "prometheus_series"),
+    ("Prometheus CPU use [cores] (other process)", "prometheus_cpu_cores"),
+    ("Prometheus RSS [MiB]", "prometheus_rss_mib"),
+    ("PromQL queries per measured cycle (Prometheus backend)", "promql_per_cycle"),
+    ("PromQL queries per configured interval", "promql_per_interval"),
     ("breach -> status.currentTrial, median / max [s]", "trial"),
     ("breach -> Deployment generation bump, median / max [s]", "rollout"),
+    ("  median in intervals", "breach_to_rollout_intervals"),
 ]
 
 
@@ -597,10 +686,9 @@ def _cell(r: dict[str, Any], key: str) -> str:
         return f"{r['interval_s']:g} / {r.get('cycle_period_s')}"
     if key == "api_total":
         return f"{sum(r.get('api_requests_per_reconcile', {}).values()):.2f}"
-    if key == "lt_lists":
-        return str(r.get("api_requests_per_reconcile", {}).get("list latencytargets", 0))
-    if key == "lt_list_kib":
-        return f"{r.get('lt_list_bytes', 0) / 1024:.0f}"
+    if key == "gets":
+        per = r.get("api_requests_per_reconcile", {})
+        return f"{per.get('get deployments', 0)} / {per.get('get nodes', 0)}"
     if key in ("trial", "rollout"):
         s = r.get("breach_to_trial_s" if key == "trial" else "breach_to_rollout_s")
         done = f" ({r.get('rolled_out')}/{r.get('breached')} rolled)" if key == "rollout" else ""
@@ -621,38 +709,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     p.add_argument("--targets", type=int, nargs="+", default=[100, 1000])
     p.add_argument("--json", action="store_true", help="print the results as JSON")
-    p.add_argument("--interval", type=float, default=3.0, help="operator --interval [s]")
-    p.add_argument("--window", type=float, default=2.0, help="evaluation.window [s]")
+    p.add_argument("--interval", type=float, default=30.0, help="operator --interval [s]")
+    p.add_argument("--window", type=float, default=30.0, help="evaluation.window [s]")
     p.add_argument("--cooldown", type=float, default=2.0, help="evaluation.cooldown [s]")
+    p.add_argument("--scrape", type=float, default=5.0, help="Prometheus scrape interval [s]")
     p.add_argument("--breach", type=int, default=5, help="targets made slow after converging")
     p.add_argument("--cycles", type=float, default=2.0, help="steady-state cycles to measure")
-    p.add_argument("--min-steady", type=float, default=10.0)
-    p.add_argument("--max-steady", type=float, default=90.0)
-    p.add_argument("--converge-timeout", type=float, default=180.0)
-    p.add_argument("--breach-timeout", type=float, default=90.0)
-    p.add_argument(
-        "--stock-emulator",
-        action="store_true",
-        help="keep the emulator's deep-copying LIST (much slower at 1,000)",
-    )
-    p.add_argument(
-        "--what-if-indexed-conflicts",
-        action="store_true",
-        help="experiment: skip the per-reconcile LIST of every LatencyTarget "
-        "(what an in-memory index would cost: ~nothing)",
-    )
+    p.add_argument("--min-steady", type=float, default=60.0)
+    p.add_argument("--max-steady", type=float, default=150.0)
+    p.add_argument("--converge-timeout", type=float, default=300.0)
+    p.add_argument("--breach-timeout", type=float, default=150.0)
     p.add_argument("--workdir", help="keep kubeconfigs and logs here (default: a temp dir)")
     p.add_argument("--role", choices=["bench", "world", "operator"], default="bench",
                    help=argparse.SUPPRESS)  # fmt: skip
     p.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    p.add_argument("--prometheus-url", help=argparse.SUPPRESS)
     options = p.parse_args(list(argv) if argv is not None else None)
     if options.role == "world":
         window, cooldown = f"{options.window * 1000:.0f}ms", f"{options.cooldown * 1000:.0f}ms"
-        world = _World(options.targets[0], window, cooldown, options.stock_emulator)
+        world = _World(options.targets[0], window, cooldown)
         asyncio.run(world.serve(Path(options.kubeconfig)))
         return 0
     if options.role == "operator":
-        return _operator(options.kubeconfig, options.interval, options.what_if_indexed_conflicts)
+        return _operator(options.kubeconfig, options.interval, options.prometheus_url)
     results = []
     with contextlib.ExitStack() as stack:
         workdir = Path(options.workdir or stack.enter_context(tempfile.TemporaryDirectory()))

@@ -79,10 +79,11 @@ deployments and its own LatencyTargets, and writes events.
 - apiGroups: ["tuning.latencytuner.io"]
   resources: ["latencytargets/finalizers"]
   verbs: ["patch"]
-# The tuned vLLM Deployments: read, then patch one container's args per trial.
+# The tuned vLLM Deployments: watched (an in-memory index instead of a GET per reconcile),
+# read by name until the watch has them, then patch one container's args per trial.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "patch"]
+  verbs: ["get", "list", "watch", "patch"]
 # CrashLoopBackOff / restarts of a trial, and pod IPs in scrape mode.
 - apiGroups: [""]
   resources: ["pods"]

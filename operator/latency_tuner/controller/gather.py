@@ -7,10 +7,16 @@ import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 
+from latency_tuner.api.durations import parse_timestamp
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.api.status import LatencyTargetStatus
+from latency_tuner.api.status import LatencyTargetStatus, Phase
 from latency_tuner.controller.errors import ClusterError, ContainerNotFound, MetricsUnavailable
-from latency_tuner.controller.ports import LatencyTargets, Ports
+from latency_tuner.controller.ports import (
+    LatencyTargets,
+    MetricsSource,
+    Ports,
+    RecentMetricsSource,
+)
 from latency_tuner.core.cluster import PodFacts
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.promql import LabelMatcher, default_matchers
@@ -175,10 +181,14 @@ async def windows(
         return Windows(current=MetricsFailure(str(exc)))
     matchers = selector(spec, namespace)
     wanted = windows_needed(spec, status, now)
+    shared = shares_instant(source, status, now, spec.evaluation.window_seconds)
 
     async def one(window: Window) -> WindowResult:
+        observe = source.observe
+        if window is wanted.current and shared is not None:
+            observe = shared.observe_recent
         try:
-            return await source.observe(
+            return await observe(
                 matchers=matchers,
                 window_seconds=window.seconds,
                 percentiles=percentiles(spec),
@@ -190,3 +200,23 @@ async def windows(
     # One after the other: a source may bound the observations it answers at once (the
     # Prometheus source fails the ones over its cap as busy), and judging a trial needs all six.
     return wanted.fill([await one(w) for w in wanted.all()])
+
+
+# Phases that only watch the latest window: no trial of theirs depends on where it ends.
+_WATCHING = frozenset({Phase.OBSERVING, Phase.CONVERGED, Phase.EXHAUSTED})
+
+
+def shares_instant(
+    source: MetricsSource, status: LatencyTargetStatus, now: datetime, window: float
+) -> RecentMetricsSource | None:
+    """The source, when this round's latest window may come from a batch shared with other
+    targets: a batching source, a watching phase, and a Deployment unchanged for the window
+    and the batch's age (a window moved back by that age still holds only the current
+    configuration, as ``decide``'s "clean window" checks assume)."""
+    if not isinstance(source, RecentMetricsSource) or status.phase not in _WATCHING:
+        return None
+    if status.stable_since is not None:
+        quiet = now.timestamp() - parse_timestamp(status.stable_since).timestamp()
+        if quiet < window + source.max_age:
+            return None
+    return source

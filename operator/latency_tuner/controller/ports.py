@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
@@ -96,6 +96,26 @@ class MetricsSource(Protocol):
         ...
 
 
+@runtime_checkable
+class RecentMetricsSource(MetricsSource, Protocol):
+    """A source that answers many targets' latest windows from one shared evaluation instant
+    (one query per aggregate for all of them, not one per target)."""
+
+    max_age: float  # how far before the asked end the shared instant may be [s]
+
+    async def observe_recent(
+        self,
+        *,
+        matchers: Sequence[LabelMatcher],
+        window_seconds: float,
+        percentiles: Iterable[int] = (),
+        end: float | None = None,
+    ) -> ObservationResult:
+        """Like ``observe``, but the window ends at an instant at most ``max_age`` before
+        ``end`` (never after it), shared with the other targets asking about then."""
+        ...
+
+
 # The metrics source of one LatencyTarget: (spec, namespace, name) -> source.
 MetricsFor = Callable[[LatencyTargetSpec, str, str], Awaitable[MetricsSource]]
 # Told where the target's pods are, for a source that scrapes them: (namespace, name, pods).
@@ -132,6 +152,7 @@ __all__ = [
     "Nodes",
     "PodsSeen",
     "Ports",
+    "RecentMetricsSource",
     "StaleWrite",
     "wall_clock",
 ]

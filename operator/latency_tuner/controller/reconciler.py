@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from latency_tuner.api.conditions import ConditionType, set_condition
@@ -24,7 +25,15 @@ from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.errors import StaleWrite
 from latency_tuner.controller.gather import Claims, gather, gpu_resource
 from latency_tuner.controller.ports import Ports
-from latency_tuner.core.rollout import Decision, Facts, Note, Ready, Reason, decide
+from latency_tuner.core.rollout import (
+    Decision,
+    Facts,
+    Note,
+    Ready,
+    Reason,
+    decide,
+    windows_needed,
+)
 from latency_tuner.core.trust import change_refusal
 
 log = logging.getLogger("latency_tuner.controller")
@@ -75,9 +84,13 @@ class Reconciler:
             await self._invalid_spec(namespace, name, generation, status, exc, outcome)
             return outcome
         spec = target.spec
+        facts: Facts | None = None
+        now, seen = self.ports.clock(), status
         for _ in range(MAX_STEPS):
-            now = self.ports.clock()
-            facts = await gather(self.ports, spec, status, namespace, name, now, claims=claims)
+            if facts is None or not reusable(spec, seen, status, now):
+                now = self.ports.clock()
+                facts = await gather(self.ports, spec, status, namespace, name, now, claims=claims)
+                seen = status
             decision = decide(spec, generation, status, facts, now)
             outcome.reasons.append(decision.reason)
             outcome.transitions.extend(decision.transitions)
@@ -87,10 +100,12 @@ class Reconciler:
                 )
             outcome.notes.extend(decision.notes)
             outcome.status = status = decision.status
-            if decision.apply is not None and not await self._apply(
-                decision, spec, facts, outcome, generation, namespace, name
-            ):
-                break
+            if decision.apply is not None:
+                if not await self._apply(
+                    decision, spec, facts, outcome, generation, namespace, name
+                ):
+                    break
+                facts = None  # the world changed: gather again
             if not decision.again:
                 break
         return outcome
@@ -188,3 +203,16 @@ class Reconciler:
             outcome.notes.append(Reason.CHANGE_REFUSED.note(message))
         outcome.status = new
         log.warning("%s/%s: %s", namespace, name, message)
+
+
+def reusable(
+    spec: LatencyTargetSpec,
+    gathered_for: LatencyTargetStatus,
+    status: LatencyTargetStatus,
+    now: datetime,
+) -> bool:
+    """Whether the next step may decide on the facts already gathered this reconcile: nothing
+    was applied since (the caller drops them when something was) and the new phase wants the
+    same windows (a re-check after the cooldown: Converged -> Observing needs the window just
+    read, not a second gather)."""
+    return windows_needed(spec, gathered_for, now) == windows_needed(spec, status, now)

@@ -93,6 +93,18 @@ TEMPLATES: Mapping[str, str] = {
     "gauge_sum_delta": "sum(delta(${metric}{$selector}[$window]))",
     "series": "${metric}{$selector}",
     "pods": "count(count by (pod) (last_over_time(${metric}_count{$selector}[$window])))",
+    # Grouped forms for a batch of targets: the same aggregates kept apart by the labels that
+    # tell targets apart (``by``), split per target in the operator. ``metric`` is the full
+    # series name here (``..._bucket``, ``..._sum``, a counter's ``..._total``).
+    "grouped_rate": "sum by ($by) (rate(${metric}{$selector}[$window]))",
+    "grouped_increase": "sum by ($by) (increase(${metric}{$selector}[$window]))",
+    "grouped_sum_avg": "sum by ($by) (avg_over_time(${metric}{$selector}[$window]))",
+    "grouped_count_avg": "count by ($by) (avg_over_time(${metric}{$selector}[$window]))",
+    "grouped_sum_max": "sum by ($by) (max_over_time(${metric}{$selector}[$window]))",
+    "grouped_max_max": "max by ($by) (max_over_time(${metric}{$selector}[$window]))",
+    "grouped_sum_delta": "sum by ($by) (delta(${metric}{$selector}[$window]))",
+    "grouped_count_last": "count by ($by) (last_over_time(${metric}{$selector}[$window]))",
+    "grouped_names": 'count by ($by) ({__name__=~"$names",$selector})',
 }
 
 _VARIABLE_CHECKS: Mapping[str, Callable[[str], bool]] = {
@@ -101,6 +113,8 @@ _VARIABLE_CHECKS: Mapping[str, Callable[[str], bool]] = {
     "quantile": lambda v: bool(re.fullmatch(r"(0(\.[0-9]+)?|1(\.0+)?)", v)),
     # A selector made by `selector()`: its values are escaped already.
     "selector": lambda v: True,
+    "by": lambda v: all(_LABEL_NAME.match(x) for x in v.split(",")),
+    "names": lambda v: all(_METRIC_NAME.match(x) for x in v.split("|")),
 }
 
 

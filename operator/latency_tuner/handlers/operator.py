@@ -16,9 +16,10 @@ import logging
 import os
 import socket
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 from prometheus_client import start_http_server
@@ -28,6 +29,7 @@ from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
 from latency_tuner.adapters.kubernetes.nodes import Nodes
 from latency_tuner.adapters.metrics import MetricsError, MetricsSource
+from latency_tuner.adapters.metrics.batch import BatchedPrometheus
 from latency_tuner.adapters.metrics.pool import ScrapePool
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
 from latency_tuner.api.conditions import ConditionType, set_condition
@@ -45,6 +47,8 @@ from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.core.rollout import Note, Reason, baseline_container
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
+from latency_tuner.handlers import caches
+from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
 from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
@@ -91,11 +95,12 @@ def build_registry(
         memo.scrape = scrape
         memo.locks = defaultdict(asyncio.Lock)
         memo.deployments = Deployments(api_client)
+        memo.indexed = IndexedDeployments(memo.deployments)
         memo.latencytargets = LatencyTargets(api_client)
         memo.reconciler = Reconciler(
             Ports(
-                deployments=memo.deployments,
-                nodes=Nodes(api_client),
+                deployments=memo.indexed,
+                nodes=CachedNodes(Nodes(api_client)),
                 latencytargets=memo.latencytargets,
                 metrics_for=metrics_for or _metrics_factory(config, scrape),
                 pods_seen=scrape.pods_seen if scrape is not None else None,
@@ -118,6 +123,8 @@ def build_registry(
     def probe(memo: kopf.Memo, **_: Any) -> int:
         return len(memo.get("locks") or {})
 
+    caches.register(registry)
+
     @kopf.index(*resource, id="claims", registry=registry)
     def claims(
         namespace: str | None, name: str, spec: kopf.Spec, meta: kopf.Meta, **_: Any
@@ -133,10 +140,12 @@ def build_registry(
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, field="spec", registry=registry)
     async def changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        memo.indexed.attach(kwargs)
         await _reconcile(body, memo, kwargs["claims"])
 
     @kopf.timer(*resource, interval=config.interval_seconds, sharp=False, registry=registry)
     async def tick(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        memo.indexed.attach(kwargs)
         await _reconcile(body, memo, kwargs["claims"])
 
     @kopf.on.delete(*resource, registry=registry, when=_restore_wanted)
@@ -175,7 +184,7 @@ def _restore_wanted(spec: kopf.Spec, **_: Any) -> bool:
 
 
 def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> MetricsFor:
-    sources: dict[str, PrometheusSource] = {}
+    sources: dict[str, PrometheusSource | BatchedPrometheus] = {}
     token = config.prometheus_bearer_token
 
     async def metrics_for(spec: LatencyTargetSpec, namespace: str, name: str) -> MetricsSource:
@@ -203,13 +212,19 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
             if own and bearer is None and config.prometheus_bearer_token_file:
                 path = Path(config.prometheus_bearer_token_file)
                 bearer = (await asyncio.to_thread(path.read_text)).strip()
-            sources[url] = PrometheusSource(
-                PrometheusSettings(
-                    url=url,
-                    bearer_token=bearer,
-                    ca_file=config.prometheus_ca_file if own else None,
-                    timeout_seconds=config.prometheus_timeout_seconds,
-                )
+            settings = PrometheusSettings(
+                url=url,
+                bearer_token=bearer,
+                ca_file=config.prometheus_ca_file if own else None,
+                timeout_seconds=config.prometheus_timeout_seconds,
+            )
+            if own:
+                settings = replace(settings, max_response_bytes=BATCH_RESPONSE_BYTES)
+            source = PrometheusSource(settings)
+            # The operator's own Prometheus answers every target's latest window in one batch
+            # per aggregate; a tenant's stays per target, batched with no one.
+            sources[url] = (
+                BatchedPrometheus(source, max_age=config.interval_seconds / 2) if own else source
             )
         return sources[url]
 
@@ -219,9 +234,15 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
 # Each Prometheus has its own small thread pool; LatencyTargets naming many URLs of their own
 # must not make the operator hold a pool for every one of them.
 MAX_TENANT_SOURCES = 32
+# A batch's grouped answers hold a row per pod (per bucket for quantiles): far more than one
+# target's few hundred bytes, from the Prometheus the operator was configured with.
+BATCH_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
-def _forget_oldest_tenant_source(sources: dict[str, PrometheusSource], *, keep: str | None) -> None:
+_Source = TypeVar("_Source", bound=PrometheusSource | BatchedPrometheus)
+
+
+def _forget_oldest_tenant_source(sources: dict[str, _Source], *, keep: str | None) -> None:
     tenants = [url for url in sources if url != keep]
     if len(tenants) >= MAX_TENANT_SOURCES:
         sources.pop(tenants[0]).close()  # a target still using it gets a new one next time

@@ -21,8 +21,9 @@ NAMESPACED_RULES: Rules = {
     ("tuning.latencytuner.io", "latencytargets"): READ | {"patch"},
     ("tuning.latencytuner.io", "latencytargets/status"): frozenset({"patch"}),
     ("tuning.latencytuner.io", "latencytargets/finalizers"): frozenset({"patch"}),
-    # Read one Deployment by name, patch one container; nothing watches Deployments.
-    ("apps", "deployments"): frozenset({"get", "patch"}),
+    # Deployments are watched (an index), read by name until the watch has them, and one
+    # container is patched.
+    ("apps", "deployments"): READ | {"patch"},
     # The Deployment's pods by label selector: crash loops, restarts, IPs for scraping.
     ("", "pods"): frozenset({"list"}),
     ("", "events"): frozenset({"create", "patch"}),

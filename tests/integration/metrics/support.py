@@ -24,6 +24,31 @@ class Exporter:
 
 
 def make_exporter(version: MetricsVersion) -> tuple[Exporter, web.Application]:
+    exp = families(version, port=free_port())
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(exp.registry), content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    return exp, app
+
+
+def fleet_app(pods: dict[str, Exporter]) -> web.Application:
+    """Many simulated pods behind one server: pod ``name`` serves ``/metrics/name`` (a
+    Prometheus target sets ``__metrics_path__`` to it)."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        exp = pods[request.match_info["pod"]]
+        return web.Response(body=generate_latest(exp.registry), content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics/{pod}", metrics)
+    return app
+
+
+def families(version: MetricsVersion, *, port: int = 0) -> Exporter:
+    """The metric families of one vLLM server of ``version``, in a registry of their own."""
     registry = CollectorRegistry()
     labels = ("model_name", "engine")
     hist: dict[Signal, Histogram] = {}
@@ -45,13 +70,7 @@ def make_exporter(version: MetricsVersion) -> tuple[Exporter, web.Application]:
         registry=registry,
     )
     info.labels("16", "auto", "True").set(1)
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(registry), content_type="text/plain")
-
-    app = web.Application()
-    app.router.add_get("/metrics", metrics)
-    return Exporter(registry, hist, ctr, gau, free_port()), app
+    return Exporter(registry, hist, ctr, gau, port)
 
 
 async def feed(exp: Exporter, *, seconds: float, step: float = 0.1) -> None:

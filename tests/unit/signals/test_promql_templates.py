@@ -114,6 +114,14 @@ def test_any_escaped_value_round_trips_through_a_promql_string(value: str) -> No
 
 def test_every_template_renders_when_given_its_variables() -> None:
     for name, text in TEMPLATES.items():
-        variables = {"metric": "vllm:m", "selector": "", "window": "60s", "quantile": "0.5"}
+        variables = {"metric": "vllm:m", "selector": "", "window": "60s", "quantile": "0.5",
+                     "by": "namespace,pod", "names": "vllm:a|vllm:b_count"}  # fmt: skip
         used = {k: v for k, v in variables.items() if f"${k}" in text or f"${{{k}}}" in text}
         assert "$" not in render(name, **used)
+
+
+def test_a_grouping_or_a_name_list_cannot_change_the_shape_of_a_query() -> None:
+    with pytest.raises(PromQLError):
+        render("grouped_rate", metric="vllm:m", selector="", window="60s", by="pod) or vector(1")
+    with pytest.raises(PromQLError):
+        render("grouped_names", by="pod", selector="", names='vllm:a"} or vector(1) or {x="')

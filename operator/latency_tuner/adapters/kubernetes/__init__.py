@@ -1,6 +1,7 @@
 """The Kubernetes adapter: Deployments, their pods and nodes, through the official client.
 
-The ``kubernetes`` client is blocking, so every call runs in ``asyncio.to_thread``; objects are
+The ``kubernetes`` client is blocking, so every call runs on a bounded thread pool of its kind
+(``client.Calls``), never on the event loop nor on asyncio's shared default pool; objects are
 read as plain JSON dicts (``_preload_content=False``) and turned into ``core.cluster`` values.
 It decides nothing: whether a rollout failed or a change is wanted is the core's business.
 """

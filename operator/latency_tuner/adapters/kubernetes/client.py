@@ -2,13 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from latency_tuner.controller.errors import ClusterError, StaleWrite
+
+_T = TypeVar("_T")
+
+
+class Calls:
+    """A bounded thread pool for one kind of blocking API call (Deployments, LatencyTargets,
+    nodes), never asyncio's shared default: a backlog of one kind (status writes of a
+    thousand targets) cannot queue the others' reads, nor Prometheus' or kopf's own work."""
+
+    def __init__(self, kind: str, workers: int = 4) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"k8s-{kind}")
+
+    async def run(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(call, *args, **kwargs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class KubernetesError(ClusterError):

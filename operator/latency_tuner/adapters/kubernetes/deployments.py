@@ -7,13 +7,12 @@ overwriting their change.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import kubernetes
 
-from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
 from latency_tuner.controller.attribution import FIELD_MANAGER
 from latency_tuner.controller.deployment import (
     DEFAULT_GPU_RESOURCE,
@@ -34,15 +33,14 @@ _STUCK = {
 class Deployments:
     """Deployment reads and guarded patches; blocking calls run in a thread."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
+        self._calls = calls or Calls("deployments", workers=4)
         self._apps = kubernetes.client.AppsV1Api(api_client)
         self._core = kubernetes.client.CoreV1Api(api_client)
 
     async def get(self, *, namespace: str, name: str) -> DeploymentView | None:
         try:
-            obj = await asyncio.to_thread(
-                raw, self._apps.read_namespaced_deployment, name, namespace
-            )
+            obj = await self._calls.run(raw, self._apps.read_namespaced_deployment, name, namespace)
         except NotFound:
             return None
         return DeploymentView(obj)
@@ -51,7 +49,7 @@ class Deployments:
         self, deployment: DeploymentView, *, container: str | None, gpu_resource: str
     ) -> tuple[PodFacts, ...]:
         selector = ",".join(f"{k}={v}" for k, v in sorted(deployment.match_labels.items()))
-        listing = await asyncio.to_thread(
+        listing = await self._calls.run(
             raw, self._core.list_namespaced_pod, deployment.namespace, label_selector=selector
         )
         return tuple(
@@ -86,7 +84,7 @@ class Deployments:
                 annotations or {},
             ),
         ]
-        obj = await asyncio.to_thread(
+        obj = await self._calls.run(
             raw,
             self._apps.patch_namespaced_deployment,
             deployment.name,

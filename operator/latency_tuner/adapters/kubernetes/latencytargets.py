@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import kubernetes
 
-from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION
 from latency_tuner.api.status import LatencyTargetStatus
 
 
 class LatencyTargets:
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
+        self._calls = calls or Calls("latencytargets", workers=4)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
 
     async def get(self, *, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as the API server holds it now, or None when it is gone."""
         try:
-            obj: dict[str, Any] = await asyncio.to_thread(
+            obj: dict[str, Any] = await self._calls.run(
                 raw, self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
                 name,
             )  # fmt: skip
@@ -28,7 +28,7 @@ class LatencyTargets:
         return obj
 
     async def list(self, *, namespace: str) -> list[dict[str, Any]]:
-        listing = await asyncio.to_thread(
+        listing = await self._calls.run(
             raw, self._custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
         )
         items: list[dict[str, Any]] = listing.get("items", [])
@@ -40,7 +40,7 @@ class LatencyTargets:
         """Replace the status by merge patch; fields the new status lacks are sent as null
         (a merge patch's way to delete them)."""
         body = {"status": status_document(status)}
-        result: dict[str, Any] = await asyncio.to_thread(
+        result: dict[str, Any] = await self._calls.run(
             raw,
             self._custom.patch_namespaced_custom_object_status,
             GROUP,

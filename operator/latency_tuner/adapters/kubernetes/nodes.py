@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from typing import Any
 
 import kubernetes
 
-from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
 from latency_tuner.controller.ports import NodeGpu
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -18,7 +17,8 @@ INTERCONNECT_LABEL = "latencytuner.io/gpu-interconnect"
 
 
 class Nodes:
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
+        self._calls = calls or Calls("nodes", workers=1)
         self._core = kubernetes.client.CoreV1Api(api_client)
 
     async def gpus(self, names: Iterable[str]) -> list[NodeGpu]:
@@ -26,7 +26,7 @@ class Nodes:
         out = []
         for name in sorted(set(names)):
             try:
-                node = await asyncio.to_thread(raw, self._core.read_node, name)
+                node = await self._calls.run(raw, self._core.read_node, name)
             except NotFound:
                 continue
             labels = node["metadata"].get("labels") or {}

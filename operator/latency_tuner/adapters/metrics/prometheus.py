@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -36,6 +36,10 @@ from latency_tuner.core import promql, signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import LabelMatcher
 from latency_tuner.vllm.metrics import FAMILIES, MetricType, Signal
+
+_T = TypeVar("_T")
+# One instant query: (expression, evaluation time) -> the rows of its instant vector.
+Query = Callable[[str, float], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,7 @@ class PrometheusSource:
         # Counted until the worker thread is really done (not when we stop waiting for it), so
         # a server that holds threads makes further observations fail at once, not pile up.
         self._in_flight = 0
+        self.queries_sent = 0  # every PromQL query sent, for the operator's metrics and benchmarks
         self._lock = threading.Lock()
         self._slots = asyncio.Semaphore(settings.concurrency)
 
@@ -167,6 +172,17 @@ class PrometheusSource:
         result: ObservationResult = await self._run(
             self._observe, matchers, window_seconds, wanted, end
         )
+        return result
+
+    async def evaluate(self, work: Callable[[Query], _T]) -> _T:
+        """Run ``work`` on this source's pool, under its slots and one observation deadline;
+        ``work`` gets a function that sends one instant query (expression, time) and returns
+        its rows (raising ``SourceUnreachable`` or ``QueryFailed``)."""
+
+        def job(deadline: float) -> _T:
+            return work(lambda expr, end: self._query(expr, end, deadline))
+
+        result: _T = await self._run(job)
         return result
 
     async def check(self) -> None:
@@ -232,6 +248,8 @@ class PrometheusSource:
 
     def _query(self, expr: str, end: float | None, deadline: float) -> list[dict[str, Any]]:
         params = {"time": f"{end:.3f}"} if end is not None else None
+        with self._lock:
+            self.queries_sent += 1
         try:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

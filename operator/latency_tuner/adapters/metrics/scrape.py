@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import httpx
-import re2
 from prometheus_client.parser import text_string_to_metric_families
 
-from latency_tuner.adapters.metrics.errors import QueryFailed, SourceUnreachable
+from latency_tuner.adapters.metrics.errors import SourceUnreachable
+from latency_tuner.adapters.metrics.matching import compile_matchers
 from latency_tuner.core import signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.prommath import Point
@@ -208,25 +208,9 @@ class ScrapeSource:
 def select_series(
     series: Mapping[signals.SeriesKey, deque[Point]], matchers: Sequence[LabelMatcher]
 ) -> dict[signals.SeriesKey, deque[Point]]:
-    """The series the matchers select, with PromQL's semantics (a missing label is "", regexes
-    are anchored) and RE2's linear-time regular expressions, as Prometheus itself uses."""
-    try:
-        compiled = [(m, re2.compile(m.value) if m.op in ("=~", "!~") else None) for m in matchers]
-    except re2.error as exc:
-        raise QueryFailed(f"a label matcher is not an RE2 regular expression: {exc}") from exc
-
-    def keep(labels: signals.Labels) -> bool:
-        values = dict(labels)
-        for m, pattern in compiled:
-            value = values.get(m.label, "")
-            if pattern is None:
-                if (value == m.value) != (m.op == "="):
-                    return False
-            elif (pattern.fullmatch(value) is not None) != (m.op == "=~"):
-                return False
-        return True
-
-    return {key: points for key, points in series.items() if keep(key[1])}
+    """The series the matchers select, with PromQL's semantics (``matching``)."""
+    keep = compile_matchers(matchers)
+    return {key: points for key, points in series.items() if keep(dict(key[1]))}
 
 
 def _cause(exc: Exception) -> str:
