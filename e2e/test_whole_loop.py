@@ -8,6 +8,7 @@ the LatencyTarget and the Deployment.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,11 @@ async def test_the_operator_killed_mid_trial_resumes_without_a_second_patch(
     assert [t["verdict"] for t in status["trials"]] == ["Keep"]
     assert "--max-num-seqs=4" in baseline.get("args", [])
     assert run.operator.starts == 2
-    # The restarted operator judged the trial, and its own metrics say so.
-    assert 'latency_tuner_trials_total{verdict="Keep"} 1.0' in metrics
+    # The restarted operator judged the trial, and its own metrics say so, naming the target.
+    keep = re.search(r'^latency_tuner_trials_total\{([^}]*)verdict="Keep"\} 1\.0$', metrics, re.M)
+    assert keep is not None, metrics
+    assert 'name="' in keep.group(1)
+    assert 'namespace="' in keep.group(1)
 
 
 async def test_metrics_going_away_stops_all_changes_until_they_are_back(tmp_path: Path) -> None:

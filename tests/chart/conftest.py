@@ -70,6 +70,17 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
         },
     },
     "without-admission-policy": {"admissionPolicy": {"enabled": False}},
+    "allow-lists": {
+        "prometheus": {
+            "allowPerResourceUrl": True,
+            "perResourceUrlPrefixes": [
+                "https://prometheus.team-a.svc:9090/",
+                "http://thanos-query.monitoring:10902/tenant/",
+            ],
+        },
+        "variantImages": ["registry.example/ml/", "ghcr.io/org/vllm-openai:"],
+    },
+    "crds-upgraded-by-helm": {"crds": {"upgrade": True}},
     "json-logs": {"log": {"format": "json", "level": "debug"}},
     "scrape-without-nodes": {
         "metricsSource": "scrape",

@@ -1,7 +1,8 @@
 """Duration strings ("500ms", "30s", "2m", "1h", "1m30s") and RFC 3339 timestamps.
 
-Durations are written like Go's ``time.Duration`` (so Kubernetes CEL's ``duration()`` reads the
-same text), restricted to the units a latency target needs, in the order h, m, s, ms.
+Durations are read like Go's ``time.Duration`` (so Kubernetes CEL's ``duration()`` reads the
+same text), restricted to the units a latency target needs, in the order h, m, s, ms, and
+written exactly as Go prints them ("2.425s", "6m45.881s"), as kubectl users read durations.
 Pure functions only: no clock is ever read here.
 """
 
@@ -63,26 +64,39 @@ def _suggestion(text: object) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """The shortest duration string for ``seconds``, to the millisecond ("1m30s", "412ms").
+    """``seconds`` as Go's ``time.Duration`` prints it: "2.425s", "6m45.881s", "1h0m0s",
+    "412ms", "1.5ms", "250µs", "0s" — the one style for every duration a user reads.
 
-    Zero is "0s"; a negative value gets a leading "-" (for display only: parse_duration
-    accepts no negative durations).
+    At most three decimals: to the millisecond from one second up, to the microsecond below.
+    A negative value gets a leading "-" (for display only: parse_duration accepts none).
     """
     if not math.isfinite(seconds):
         raise ValueError(f"cannot format {seconds!r} as a duration")
     sign = "-" if seconds < 0 else ""
-    millis = round(abs(seconds) * 1000)
-    if millis == 0:
+    micros = round(abs(seconds) * 1_000_000)
+    if micros == 0:
         return "0s"
+    if micros < 1000:
+        return f"{sign}{micros}µs"
+    if micros < 1_000_000:
+        return f"{sign}{_decimal(micros, 1000)}ms"
+    millis = round(micros / 1000)
     hours, millis = divmod(millis, 3_600_000)
     minutes, millis = divmod(millis, 60_000)
-    secs, millis = divmod(millis, 1000)
-    parts = [
-        f"{value}{unit}"
-        for value, unit in ((hours, "h"), (minutes, "m"), (secs, "s"), (millis, "ms"))
-        if value
-    ]
-    return sign + "".join(parts)
+    text = f"{_decimal(millis, 1000)}s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"  # Go keeps inner zeros: "1h0m5s", "2m0s"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _decimal(count: int, per_unit: int) -> str:
+    # 2425 thousandths -> "2.425", 1500 -> "1.5", 2000 -> "2": Go trims trailing zeros.
+    whole, part = divmod(count, per_unit)
+    digits = len(str(per_unit)) - 1
+    fraction = f"{part:0{digits}d}".rstrip("0")
+    return f"{whole}.{fraction}" if fraction else str(whole)
 
 
 def format_timestamp(moment: datetime) -> str:

@@ -99,6 +99,19 @@ class MetricSnapshot(StatusModel):
     observed_at: Timestamp | None = None
     """End of the window (RFC 3339)."""
 
+    @field_validator("ttft_seconds", "itl_seconds", "e2e_seconds", mode="after")
+    @classmethod
+    def _to_the_microsecond(cls, value: float | None) -> float | None:
+        # A window's quantile carries float noise (0.06327950310559012) no reader needs.
+        return None if value is None else round(value, 6)
+
+    @field_validator(
+        "request_rate", "prompt_tokens_mean", "generation_tokens_mean", "concurrency", mode="after"
+    )
+    @classmethod
+    def _to_three_decimals(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def ttft(self) -> str | None:
@@ -129,6 +142,11 @@ class Evidence(StatusModel):
     """Unit of the value, e.g. "s", "ratio", "tokens"."""
     text: str
     """The fact in words, e.g. "requests wait 1.2s in queue at p95"."""
+
+    @field_validator("value", mode="after")
+    @classmethod
+    def _without_float_noise(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 6)
 
 
 class Diagnosis(StatusModel):
@@ -206,6 +224,9 @@ class Trial(StatusModel):
     """Value before the change (null: the argument was absent, vLLM's default)."""
     to_value: str | None = Field(default=None, alias="to")
     """Value tried (null: the argument removed)."""
+    changes: list[str] = Field(default_factory=list)
+    """Every container argument the trial changes, e.g. "--max-num-batched-tokens: (absent) ->
+    2048": a knob may set companion flags with it, and each one is listed."""
     started_at: Timestamp
     """When the change was applied (RFC 3339)."""
     ready_at: Timestamp | None = None
@@ -225,9 +246,10 @@ class Trial(StatusModel):
     previous_config_hash: str | None = None
     """Hash of the configuration before the trial (what a rollback restores)."""
     from_container: ContainerSnapshot | None = None
-    """The container before the trial: what a rollback restores."""
+    """The container before the trial: what a rollback restores (dropped from finished trials,
+    whose ``changes`` say what differed)."""
     to_container: ContainerSnapshot | None = None
-    """The container the trial rolls out."""
+    """The container the trial rolls out (dropped from finished trials)."""
     measure_started_at: Timestamp | None = None
     """Start of the trial's measurement window (RFC 3339)."""
     measurements: int = Field(default=0, ge=0)
@@ -256,6 +278,14 @@ class Recommendation(StatusModel):
     """Recommended value (null: remove the argument)."""
     patch: list[JsonPatchOperation] = Field(default_factory=list)
     """RFC 6902 JSON patch for the Deployment."""
+    container: str | None = None
+    """Name of the vLLM container the change is for."""
+    args: list[str] | None = None
+    """The container's whole new args list (for a Helm chart's values)."""
+    command: list[str] | None = None
+    """The container's new command, when it has one."""
+    kustomize_patch: str | None = None
+    """The change as a kustomize strategic-merge patch of the Deployment (YAML)."""
     reason: str
     """Why this change."""
 
@@ -309,5 +339,12 @@ class LatencyTargetStatus(StatusModel):
 
 
 def with_trial(trials: list[Trial], trial: Trial) -> list[Trial]:
-    """``trials`` plus ``trial`` at the end, keeping only the newest TRIAL_HISTORY_LIMIT."""
-    return [*trials, trial][-TRIAL_HISTORY_LIMIT:]
+    """``trials`` plus ``trial`` at the end, keeping only the newest TRIAL_HISTORY_LIMIT.
+
+    A finished trial keeps what a reader needs (the change, its ``changes``, the windows, the
+    verdict) and drops what only its running needed: the two full containers, which would
+    repeat the whole command line twice per trial in ``kubectl describe``, and their hashes.
+    """
+    internal = ("from_container", "to_container", "config_hash", "previous_config_hash")
+    finished = trial.model_copy(update=dict.fromkeys(internal))
+    return [*trials, finished][-TRIAL_HISTORY_LIMIT:]

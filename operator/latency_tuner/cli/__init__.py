@@ -1,7 +1,8 @@
 """The `latency-tuner` command: every subcommand's entry point, and the dispatcher to them.
 
-Each subcommand is a module here (``crd``, ``sim``, ``bench``, ``demo``, ``benchmark``) or, for
-``diagnose`` and ``run``, a module beside the operator code it drives; each exposes
+Each subcommand is a module here (``crd``, ``sim``, ``bench``, ``diagnose``, ``report``,
+``demo``, ``benchmark``) or, for ``run`` and ``realengine``, a module beside the code it drives;
+each exposes
 ``main(argv: list[str]) -> int`` and does only argument parsing and printing around a library
 call. This package may import anything of ours; nothing else imports it. The dispatcher only
 routes and imports a subcommand's module when it runs, so that ``latency-tuner sim`` never
@@ -23,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("latency_tuner.cli.bench", "measure TTFT/ITL of an OpenAI-compatible endpoint"),
     "diagnose": ("latency_tuner.cli.diagnose", "diagnose a vLLM Deployment from its metrics"),
     "run": ("latency_tuner.handlers.cli", "run the operator"),
+    "report": ("latency_tuner.cli.report", "report of a LatencyTarget: trials, cost, Markdown/PNG"),
     "demo": ("latency_tuner.cli.demo", "run the whole loop locally: no cluster, no GPU"),
     "benchmark": ("latency_tuner.cli.benchmark", "convergence and scale benchmarks"),
     "realengine": ("latency_tuner.realengine.cli", "real vLLM on CPU: venv, tiny model, serve"),

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from latency_tuner.report import TuningReport, to_json, write
 from latency_tuner.sandbox.demo import DEFAULT_SCENARIO, run_demo
-from latency_tuner.sandbox.report import DemoResult, write
 from latency_tuner.sandbox.scenario import ScenarioError, list_scenarios, load_scenario
 
 
@@ -66,7 +66,7 @@ def main(argv: Sequence[str]) -> int:
     progress = sys.stderr if args.json else sys.stdout
     signals: list[int] = []
 
-    async def demo() -> DemoResult:
+    async def demo() -> TuningReport:
         # Ctrl-C and SIGTERM cancel the demo task: it then shuts every process it started down
         # and returns what it has, for a partial report (no traceback, nothing left running).
         task = asyncio.current_task()
@@ -91,7 +91,7 @@ def main(argv: Sequence[str]) -> int:
     result = asyncio.run(demo())
     page = write(result, folder)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(to_json(result), indent=2))
     else:
         print()
         print(page.read_text())

@@ -2,9 +2,11 @@
 change to try, from its metrics, without touching the cluster.
 
 The Deployment comes from a file (``--deployment-file``) or from the cluster (``--kubeconfig``,
-read only); metrics from Prometheus (``--prometheus``) or, without one, from the pods'
-``/metrics`` scraped directly (``--scrape URL ...``) over the window. Objectives come from a
-LatencyTarget manifest or from ``--ttft p90=500ms`` style flags. The operator's own observe step
+read only); metrics from Prometheus (``--prometheus-url``, or ``LT_PROMETHEUS_URL`` as for
+``latency-tuner run``, whose flag names these are) or, without one, from the pods' ``/metrics``
+scraped directly (``--scrape URL ...``) over the window, with a progress line now and then.
+Objectives come from a LatencyTarget manifest (which also names the namespace and the
+Deployment) or from ``--ttft p90=500ms`` style flags. The operator's own observe step
 (``controller.gather``) reads the container, the GPUs and the window, so a container the
 operator would not find is an error here too; the same diagnosis and planner as the operator's
 produce the answer; the recommended change is printed as the exact JSON patch.
@@ -16,13 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
+import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+import urllib3
 import yaml
 
 from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, PrometheusSource
@@ -31,11 +36,15 @@ from latency_tuner.api.durations import format_duration, parse_duration
 from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
+from latency_tuner.cli._kube import NoCluster, cluster_client
 from latency_tuner.controller.deployment import DeploymentView
-from latency_tuner.controller.gather import gather
+from latency_tuner.controller.errors import ClusterError
+from latency_tuner.controller.gather import gather, selector
 from latency_tuner.controller.ports import Deployments, MetricsSource, Nodes, Ports
+from latency_tuner.core import promql
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, container_patch
 from latency_tuner.core.diagnosis import Diagnosis
+from latency_tuner.core.knobs.base import Change
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
 from latency_tuner.core.planner import Exhausted
 from latency_tuner.core.promql import LabelMatcher
@@ -51,6 +60,7 @@ from latency_tuner.core.rollout import (
     propose,
     target_container,
 )
+from latency_tuner.settings import ENV_PREFIX
 
 EXIT_USAGE, EXIT_NOT_VLLM, EXIT_NO_DATA, EXIT_UNREACHABLE = 2, 3, 4, 5
 
@@ -59,28 +69,50 @@ class UsageError(Exception):
     """Bad flags or input files; the message says which."""
 
 
+# Flags shared with `latency-tuner run`: (flag, its old diagnose name kept as a hidden alias,
+# help). Each also reads run's environment variable (LT_ + the flag in upper snake case).
+_SHARED_FLAGS = (
+    ("prometheus-url", "prometheus", "Prometheus HTTP API base URL"),
+    ("prometheus-bearer-token-file", "bearer-token-file", "file holding the Prometheus token"),
+    ("prometheus-ca-file", "ca-file", "CA bundle to verify Prometheus' TLS certificate"),
+)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="latency-tuner diagnose",
-        description="Diagnose a vLLM Deployment from its metrics and recommend the next change.",
+        description="Diagnose a vLLM Deployment from its metrics and recommend the next change. "
+        "Flags shared with `latency-tuner run` have its names and read its environment "
+        "variables (in brackets).",
     )
-    p.add_argument("--namespace", "-n", required=True, help="the Deployment's namespace")
-    p.add_argument("--deployment", "-d", required=True, help="the Deployment's name")
+    p.add_argument("--namespace", "-n", help="the Deployment's namespace (default: the manifest's)")
+    p.add_argument(
+        "--deployment", "-d", help="the Deployment's name (default: the manifest's targetRef)"
+    )
     p.add_argument("--container", help="the vLLM container (default: the first)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--deployment-file", type=Path, help="read the Deployment from this YAML")
-    where.add_argument("--kubeconfig", help="read the Deployment (and node GPU labels) from here")
-    metrics = p.add_mutually_exclusive_group(required=True)
-    metrics.add_argument("--prometheus", metavar="URL", help="Prometheus HTTP API base URL")
-    metrics.add_argument(
+    where.add_argument(
+        "--kubeconfig",
+        help="read the Deployment (and node GPU labels) from the cluster of this kubeconfig "
+        "[LT_KUBECONFIG] (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
+    )
+    for flag, old, text in _SHARED_FLAGS:
+        dest = flag.replace("-", "_")
+        p.add_argument(f"--{flag}", dest=dest, metavar="URL" if flag.endswith("url") else "FILE",
+                       help=f"{text} [{env_name(flag)}]")  # fmt: skip
+        p.add_argument(f"--{old}", dest=dest, help=argparse.SUPPRESS)
+    p.add_argument(
         "--scrape",
         metavar="URL",
         nargs="+",
         help="scrape these pod /metrics URLs directly over the window instead of Prometheus",
     )
-    p.add_argument("--bearer-token-file", help="bearer token for Prometheus")
-    p.add_argument("--ca-file", help="CA bundle for Prometheus' TLS certificate")
-    p.add_argument("--manifest", type=Path, help="a LatencyTarget YAML: objectives and knobs")
+    p.add_argument(
+        "--manifest",
+        type=Path,
+        help="a LatencyTarget YAML: objectives, knobs, and the namespace and Deployment",
+    )
     p.add_argument("--ttft", help="TTFT objective, e.g. p90=500ms")
     p.add_argument("--itl", help="inter-token latency objective, e.g. p90=50ms")
     p.add_argument("--e2e", help="end-to-end latency objective, e.g. p95=20s")
@@ -90,6 +122,55 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scrape-interval", default="2s", help="with --scrape: time between scrapes")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     return p
+
+
+def env_name(flag: str) -> str:
+    """``latency-tuner run``'s environment variable for a flag (settings.ENV_PREFIX)."""
+    return ENV_PREFIX + flag.upper().replace("-", "_")
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> argparse.Namespace:
+    """Fill what flags left open: the shared flags from the environment, the namespace and
+    the Deployment from the manifest; refuse what cannot work together."""
+    for flag, _, _ in _SHARED_FLAGS:
+        dest = flag.replace("-", "_")
+        # --scrape wins over an inherited LT_PROMETHEUS_URL: the flag is the newer word.
+        scraping = flag == "prometheus-url" and args.scrape
+        if getattr(args, dest) is None and environ.get(env_name(flag)) and not scraping:
+            setattr(args, dest, environ[env_name(flag)])
+    if args.kubeconfig is None and args.deployment_file is None:
+        args.kubeconfig = environ.get(env_name("kubeconfig")) or None
+    if args.prometheus_url and args.scrape:
+        raise UsageError("give --prometheus-url or --scrape, not both")
+    if not args.prometheus_url and not args.scrape:
+        raise UsageError(
+            f"no metrics source: give --prometheus-url URL (or set {env_name('prometheus-url')})"
+            ", or --scrape URL ... to read the pods' /metrics directly"
+        )
+    args.manifest_doc = _read_manifest(args.manifest) if args.manifest is not None else None
+    if args.manifest_doc is not None:
+        metadata = args.manifest_doc.get("metadata") or {}
+        target = (args.manifest_doc.get("spec") or {}).get("targetRef") or {}
+        args.namespace = args.namespace or metadata.get("namespace") or "default"
+        args.deployment = args.deployment or target.get("name")
+    named = (("-n", args.namespace), ("-d", args.deployment))
+    missing = [flag for flag, value in named if not value]
+    if missing:
+        raise UsageError(
+            f"give {' and '.join(missing)} (the Deployment's namespace and name), or --manifest "
+            "with a LatencyTarget naming them"
+        )
+    return args
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"--manifest {path}: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise UsageError(f"--manifest {path}: not a LatencyTarget object")
+    return manifest
 
 
 def _objective(text: str, flag: str) -> dict[str, Any]:
@@ -103,11 +184,10 @@ def _objective(text: str, flag: str) -> dict[str, Any]:
 
 def load_spec(args: argparse.Namespace) -> LatencyTargetSpec:
     """The LatencyTarget spec from --manifest, with --ttft/--itl/--e2e/--window on top."""
-    if args.manifest is not None:
-        try:
-            manifest = yaml.safe_load(args.manifest.read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise UsageError(f"--manifest {args.manifest}: {exc}") from exc
+    if args.manifest_doc is not None:
+        manifest = copy.deepcopy(args.manifest_doc)
+        manifest.setdefault("metadata", {})["namespace"] = args.namespace
+        manifest.setdefault("spec", {}).setdefault("targetRef", {})["name"] = args.deployment
     else:
         manifest = {
             "apiVersion": "tuning.latencytuner.io/v1alpha1",
@@ -169,6 +249,7 @@ class FileDeployments:
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
         raise UsageError("diagnose never changes a Deployment")
 
@@ -193,18 +274,24 @@ class _Metrics:
     whole window when ``gather`` first asks (after the container checks, so a Deployment that
     cannot be diagnosed fails at once)."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
+    def __init__(self, args: argparse.Namespace, out: TextIO) -> None:
+        self.args, self.out = args, out
         self.scraped: ScrapeSource | None = None
 
     async def __call__(self, spec: LatencyTargetSpec, namespace: str, name: str) -> MetricsSource:
         args = self.args
-        if args.prometheus:
+        if args.prometheus_url:
             token = None
-            if args.bearer_token_file:
-                token = (await asyncio.to_thread(Path(args.bearer_token_file).read_text)).strip()
+            if args.prometheus_bearer_token_file:
+                path = Path(args.prometheus_bearer_token_file)
+                try:
+                    token = (await asyncio.to_thread(path.read_text)).strip()
+                except OSError as exc:
+                    raise UsageError(f"--prometheus-bearer-token-file {path}: {exc}") from exc
             return PrometheusSource(
-                PrometheusSettings(url=args.prometheus, bearer_token=token, ca_file=args.ca_file)
+                PrometheusSettings(
+                    url=args.prometheus_url, bearer_token=token, ca_file=args.prometheus_ca_file
+                )
             )
         # Direct scrape: sample every pod over the window, label it as Prometheus would.
         targets = [
@@ -212,14 +299,51 @@ class _Metrics:
             for i, url in enumerate(args.scrape)
         ]
         self.scraped = scrape = ScrapeSource(lambda: targets)
-        interval = parse_duration(args.scrape_interval)
+        try:
+            interval = parse_duration(args.scrape_interval)
+        except ValueError as exc:
+            raise UsageError(f"--scrape-interval: {exc}") from None
+        window = spec.evaluation.window_seconds
+        progress = ScrapeProgress(window, len(targets), interval, self.out)
         started = time.monotonic()
         while True:
             await scrape.scrape_once()
-            if time.monotonic() - started >= spec.evaluation.window_seconds:
+            elapsed = time.monotonic() - started
+            if elapsed >= window:
                 break
+            progress.tick(elapsed)
             await asyncio.sleep(interval)
+        progress.done(elapsed)
         return _JustSampled(scrape)
+
+
+class ScrapeProgress:
+    """Lines on stderr while ``--scrape`` samples the window, so a 5-minute window is not five
+    silent minutes: one at the start, one about every tenth of the window, one at the end."""
+
+    def __init__(self, window: float, pods: int, interval: float, out: TextIO) -> None:
+        self.window, self.out, self.scrapes = window, out, 0
+        self.every = max(window / 10, interval)
+        self.next = self.every
+        self._say(
+            f"scraping {pods} pod(s) every {format_duration(interval)} for "
+            f"{format_duration(window)} (the measurement window)"
+        )
+
+    def tick(self, elapsed: float) -> None:
+        self.scrapes += 1
+        if elapsed >= self.next:
+            self.next += self.every
+            self._say(
+                f"scraped {format_duration(round(elapsed))} of {format_duration(self.window)} "
+                f"({self.scrapes} scrapes)"
+            )
+
+    def done(self, elapsed: float) -> None:
+        self._say(f"window sampled ({format_duration(round(elapsed))}); diagnosing")
+
+    def _say(self, text: str) -> None:
+        print(f"latency-tuner diagnose: {text}", file=self.out, flush=True)
 
 
 class _JustSampled:
@@ -251,13 +375,13 @@ async def observe(args: argparse.Namespace, spec: LatencyTargetSpec) -> Facts:
         deployments: Deployments = FileDeployments(args.deployment_file, args.namespace)
         nodes: Nodes | None = None
     else:
-        from latency_tuner.adapters.kubernetes.client import make_api_client
         from latency_tuner.adapters.kubernetes.deployments import Deployments as KubeDeployments
         from latency_tuner.adapters.kubernetes.nodes import Nodes as KubeNodes
 
-        client = await asyncio.to_thread(make_api_client, args.kubeconfig)
+        instead = ", or read the Deployment from a file with --deployment-file"
+        client = await asyncio.to_thread(cluster_client, args.kubeconfig, instead=instead)
         deployments, nodes = KubeDeployments(client), KubeNodes(client)
-    metrics = _Metrics(args)
+    metrics = _Metrics(args, sys.stderr)
     ports = Ports(
         deployments=deployments,
         latencytargets=NoLatencyTargets(),
@@ -284,15 +408,20 @@ def recommend(analysis: Analysis, facts: Ready, spec: LatencyTargetSpec) -> dict
     if isinstance(proposal, Exhausted):
         return {"exhausted": proposal.reason, "advice": list(proposal.advice)}
     target = target_container(proposal, cl, facts.container)
+    patch = container_patch(facts.deployment, facts.container_index, target, facts.gpu_resource)
+    return recommendation_of(proposal, patch)
+
+
+def recommendation_of(proposal: Change, patch: list[dict[str, Any]]) -> dict[str, Any]:
+    """The recommendation as printed (``--json``): the change in words has no "None" in it."""
     return {
         "knob": proposal.knob.value,
-        "from": proposal.from_value,
-        "to": proposal.to_value,
+        "from": proposal.from_value,  # null: the flag is absent (vLLM's default applies)
+        "to": proposal.to_value,  # null: the flag is removed
+        "change": proposal.describe(),  # in words, defaults and companion flags spelled out
         "class": proposal.knob_class.value,
         "reason": proposal.reason,
-        "patch": container_patch(
-            facts.deployment, facts.container_index, target, facts.gpu_resource
-        ),
+        "patch": patch,
     }
 
 
@@ -334,23 +463,25 @@ def render_text(
     elif "exhausted" in recommendation:
         lines.append(f"Recommendation: nothing safe left to try: {recommendation['exhausted']}")
     else:
-        lines.append(
-            f"Recommendation: {recommendation['knob']} {recommendation['from']} -> "
-            f"{recommendation['to']} ({recommendation['reason']})"
-        )
+        lines.append(f"Recommendation: {recommendation['change']} ({recommendation['reason']})")
         lines.append("Patch (kubectl patch deployment ... --type=json -p '<below>'):")
         lines.append(json.dumps(recommendation["patch"]))
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> int:
     args = parser().parse_args(list(argv))
     try:
+        resolve(args, os.environ if environ is None else environ)
         spec = load_spec(args)
         facts = asyncio.run(observe(args, spec))
-    except UsageError as exc:
+    except (UsageError, NoCluster) as exc:
         print(f"latency-tuner diagnose: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (ClusterError, urllib3.exceptions.HTTPError) as exc:
+        # The cluster named by the kubeconfig did not answer (or refused): one line, no trace.
+        print(f"latency-tuner diagnose: the cluster did not answer: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     if isinstance(facts, Blocked) or isinstance(facts.windows.current, MetricsFailure):
         code, message = _problem(args, facts)
         print(f"latency-tuner diagnose: {message}", file=sys.stderr)
@@ -373,9 +504,20 @@ def main(argv: Sequence[str]) -> int:
     else:
         print(render_text(obs, diagnosis, recommendation))
     if isinstance(obs, NoData):
-        print(f"latency-tuner diagnose: no data: {obs.reason}", file=sys.stderr)
+        print(f"latency-tuner diagnose: no data: {obs.reason} ({_where(args, spec)})",
+              file=sys.stderr)  # fmt: skip
         return EXIT_NO_DATA
     return 0
+
+
+def _where(args: argparse.Namespace, spec: LatencyTargetSpec) -> str:
+    """Where the series were looked for, so an empty answer can be checked by hand."""
+    matchers = selector(spec, args.namespace)
+    if args.scrape:
+        # Scraped series carry made-up pod names: they are selected by namespace only.
+        kept = promql.selector([m for m in matchers if m.label != "pod"])
+        return f"series {{{kept}}} scraped from {', '.join(args.scrape)}"
+    return f"series {{{promql.selector(matchers)}}} in Prometheus at {args.prometheus_url}"
 
 
 def _problem(args: argparse.Namespace, facts: Facts) -> tuple[int, str]:

@@ -11,7 +11,8 @@ convergence benchmark (a virtual Deployment, simulated metrics, a virtual clock)
 - ``errors``: the failures an implementation raises through them (adapters subclass them);
 - ``deployment``: a Deployment as read (``DeploymentView``), pure;
 - ``gather``: the ``Facts`` of one round;
-- ``reconciler``: ``Reconciler.run``.
+- ``reconciler``: ``Reconciler.run``;
+- ``attribution``: the annotations and field manager of every change to a Deployment.
 
 It must never import an adapter (``latency_tuner.adapters``), kopf or a client library: the
 shell (``handlers``, the CLIs, the sandbox) builds the adapters and hands them in. It holds no

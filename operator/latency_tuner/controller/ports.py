@@ -50,9 +50,10 @@ class Deployments(Protocol):
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
-        """Move the container to ``config``; ``StaleWrite`` if the Deployment changed since
-        ``deployment`` was read."""
+        """Move the container to ``config`` and set ``annotations`` on the Deployment (who
+        changed it and why); ``StaleWrite`` if it changed since ``deployment`` was read."""
         ...
 
 

@@ -19,6 +19,7 @@ from latency_tuner.api.conditions import ConditionType, set_condition
 from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.controller.attribution import CHANGE_CAUSE, Action, change_annotations
 from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.errors import StaleWrite
 from latency_tuner.controller.gather import Claims, gather, gpu_resource
@@ -40,6 +41,8 @@ class Outcome:
     initial: LatencyTargetStatus | None = None  # the status as read when the reconcile began
     patched: int = 0
     reasons: list[str] = field(default_factory=list)  # each step's decision, for logs and tests
+    transitions: list[tuple[Phase, Phase]] = field(default_factory=list)  # phases, in order
+    changes: list[str] = field(default_factory=list)  # the change-cause of each patch applied
 
 
 class Reconciler:
@@ -77,6 +80,7 @@ class Reconciler:
             facts = await gather(self.ports, spec, status, namespace, name, now, claims=claims)
             decision = decide(spec, generation, status, facts, now)
             outcome.reasons.append(decision.reason)
+            outcome.transitions.extend(decision.transitions)
             if decision.status != status:
                 await self.ports.latencytargets.write_status(
                     namespace=namespace, name=name, status=decision.status
@@ -138,18 +142,30 @@ class Reconciler:
             await self._refuse(refusal, generation, namespace, name, outcome)
             return False
         view = DeploymentView(dict(facts.deployment))
+        trial = decision.status.current_trial
+        annotations = change_annotations(
+            namespace=namespace,
+            name=name,
+            action=Action.ROLLBACK if decision.status.phase is Phase.ROLLING_BACK else Action.TRIAL,
+            before=facts.container,
+            after=decision.apply,
+            trial=trial.id if trial else None,
+            knob=trial.knob if trial else None,
+        )
         try:
             await self.ports.deployments.patch_container(
                 view,
                 container=spec.target_ref.container,
                 config=decision.apply,
                 gpu_resource=gpu_resource(self.ports, spec),
+                annotations=annotations,
             )
         except StaleWrite:
             # The Deployment changed since we read it: read again next step, never overwrite.
             log.info("Deployment %s changed while patching; retrying", view.name)
             return False
         outcome.patched += 1
+        outcome.changes.append(annotations[CHANGE_CAUSE])
         return True
 
     async def _refuse(

@@ -190,6 +190,7 @@ class VirtualDeployments:
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
         if deployment.resource_version != str(self.deployment.generation):
             raise StaleWrite(f"Deployment {DEPLOYMENT} changed since it was read")

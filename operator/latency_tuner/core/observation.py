@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from latency_tuner.api.durations import format_duration
+
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
 # needs the median and the tail (ITL p99/p50 shows prefill interference).
 BASE_PERCENTILES: tuple[int, ...] = (50, 90, 99)
@@ -157,7 +159,7 @@ class Observation(BaseModel):
         if not self.lowest_bucket_quantiles:
             return None
         parts = ", ".join(
-            f"{name.replace('_p', ' p')} under {bound:g} s"
+            f"{name.replace('_p', ' p')} under {format_duration(bound)}"
             for name, bound in sorted(self.lowest_bucket_quantiles.items())
         )
         return (

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from latency_tuner.api.durations import format_duration
 from latency_tuner.api.spec import Objective, Objectives
 from latency_tuner.core.observation import Observation
 
@@ -27,10 +28,9 @@ def set_objectives(objectives: Objectives) -> list[tuple[ObjectiveName, Objectiv
 
 
 def format_seconds(seconds: float) -> str:
-    """0.82 -> "0.82 s", 0.035 -> "35 ms": latencies as an operator reads them."""
-    if abs(seconds) < 0.1:
-        return f"{seconds * 1000:.0f} ms" if abs(seconds) >= 0.01 else f"{seconds * 1000:.1f} ms"
-    return f"{seconds:.2f} s"
+    """0.82 -> "820ms", 2.425 -> "2.425s": a latency in the one duration style users read
+    everywhere (``api.durations.format_duration``, Go's)."""
+    return format_duration(seconds)
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 finalizer that restores the original arguments on deletion (``onDelete: Restore``).
 
 Each handler is glue: it takes the clients from the memo, calls ``Reconciler.run`` under the
-object's lock (timers and change handlers may fire together), posts the events it returns and
-records the operator's metrics. Clients live in the ``kopf.Memo``, never in module globals.
+object's lock (timers and change handlers may fire together), posts the events it returns (plus
+a Warning for each condition that turned bad: ``condition_events``), logs every decision as one line
+naming the target, and records the operator's metrics. Clients live in the ``kopf.Memo``, never
+in module globals.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,11 +33,19 @@ from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, Promet
 from latency_tuner.api.conditions import ConditionType, set_condition
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION, InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.api.status import LatencyTargetStatus
+from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.controller.attribution import (
+    CHANGE_CAUSE,
+    FIELD_MANAGER,
+    Action,
+    change_annotations,
+    changed_arguments,
+)
 from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
-from latency_tuner.core.rollout import Reason, baseline_container
+from latency_tuner.core.rollout import Note, Reason, baseline_container
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
+from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -66,6 +78,10 @@ def build_registry(
         )
         settings.persistence.finalizer = "latencytuner.io/restore"
         settings.posting.level = logging.WARNING  # kopf's own log lines do not become Events
+        # Events say "From: latency-tuner" (kubectl describe), from this pod.
+        settings.posting.reporting_component = FIELD_MANAGER
+        settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
+        settings.posting.event_name_prefix = f"{FIELD_MANAGER}-"
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         api_client = await asyncio.to_thread(make_api_client, config.kubeconfig)
@@ -216,36 +232,43 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     metrics: OperatorMetrics = memo.metrics
     async with memo.locks[(namespace, name)]:
-        with metrics.reconcile_seconds.time():
+        with metrics.reconcile_seconds.labels(namespace, name).time():
             try:
                 deployment = (body.get("spec") or {}).get("targetRef", {}).get("name")
                 same = list(claims.get((namespace, deployment), []))
                 outcome = await memo.reconciler.run(dict(body), claims=same)
             except KubernetesError as exc:
-                metrics.errors.labels("kubernetes").inc()
+                metrics.errors.labels(namespace, name, "kubernetes").inc()
+                log.warning(
+                    "%s/%s: Kubernetes API failed, retrying in 10s: %s", namespace, name, exc
+                )
                 raise kopf.TemporaryError(f"Kubernetes API: {exc}", delay=10) from exc
             except Exception as exc:
                 # A bug or an input nothing foresaw: never silence. The target says so on its
                 # Ready condition and in a Warning event, and kopf retries later.
-                metrics.errors.labels("unexpected").inc()
+                metrics.errors.labels(namespace, name, "unexpected").inc()
                 log.exception("reconcile of %s/%s failed", namespace, name)
                 await _report_failure(body, memo, exc)
                 raise kopf.TemporaryError(f"reconcile failed: {exc!r}", delay=30) from exc
     # kopf's body is a live view: compare with the status the reconcile itself started from.
     before = outcome.initial or LatencyTargetStatus()
     after = outcome.status
-    for note in outcome.notes:
-        metrics.events.labels(note.reason).inc()
+    warnings = condition_warnings(before, after, outcome.notes) if after is not None else []
+    for note in [*outcome.notes, *warnings]:
+        metrics.events.labels(namespace, name, note.reason).inc()
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
-    metrics.patches.inc(outcome.patched)
+    _log_decisions(namespace, name, outcome.transitions, [*outcome.notes, *warnings])
+    for cause in outcome.changes:
+        log.info("%s/%s: patched the Deployment: %s", namespace, name, cause)
+    metrics.patches.labels(namespace, name).inc(outcome.patched)
     if after is None:
         return
     finished = {t.id for t in after.trials} - {t.id for t in before.trials}
     for trial in after.trials:
         if trial.id in finished and trial.verdict is not None:
-            metrics.trials.labels(trial.verdict.value).inc()
+            metrics.trials.labels(namespace, name, trial.verdict.value).inc()
     if any(n.reason.rolls_back for n in outcome.notes):
-        metrics.rollbacks.inc()
+        metrics.rollbacks.labels(namespace, name).inc()
     try:
         spec = LatencyTarget.from_manifest(dict(body)).spec
     except InvalidLatencyTarget:
@@ -253,10 +276,26 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     metrics.record_status(namespace, name, spec, after)
 
 
+def _log_decisions(
+    namespace: str,
+    name: str,
+    transitions: list[tuple[Phase, Phase]],
+    notes: list[Note | ConditionWarning],
+) -> None:
+    """One line per phase change and per event: what the operator decided, and on which target."""
+    for old, new in transitions:
+        log.info("%s/%s: phase %s -> %s", namespace, name, old.value, new.value)
+    for note in notes:
+        level = logging.WARNING if note.type == "Warning" else logging.INFO
+        log.log(level, "%s/%s: %s: %s", namespace, name, note.reason, note.message)
+
+
 async def _report_failure(body: kopf.Body, memo: kopf.Memo, exc: Exception) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    message = f"the reconcile failed ({type(exc).__name__}: {str(exc)[:300]}); retrying"
+    first = (str(exc).strip().splitlines() or [""])[0][:300]  # one line, never a dump
+    message = f"the reconcile failed ({type(exc).__name__}: {first}); retrying"
     note = Reason.RECONCILE_ERROR.note(message)
+    memo.metrics.events.labels(namespace, name, note.reason).inc()
     kopf.event(body, type=note.type, reason=note.reason, message=note.message)
     with contextlib.suppress(Exception):  # the status write may be what fails
         fresh = await memo.latencytargets.get(namespace=namespace, name=name)
@@ -323,10 +362,28 @@ async def _restore_locked(
         note = Reason.CHANGE_REFUSED.note(f"restore refused, Deployment left as is: {refusal}")
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
         return
+    annotations = change_annotations(
+        namespace=str(body["metadata"]["namespace"]),
+        name=str(body["metadata"]["name"]),
+        action=Action.RESTORE,
+        before=current,
+        after=original,
+    )
     try:
-        await deployments.patch_container(view, container=container, config=original)
+        await deployments.patch_container(
+            view, container=container, config=original, annotations=annotations
+        )
     except Conflict as exc:
         raise kopf.TemporaryError("the Deployment changed while restoring", delay=2) from exc
     # kopf.event, not kopf.info: info is filtered by settings.posting.level (WARNING here).
-    note = Reason.RESTORED.note(f"restored the original arguments of Deployment {view.name}")
+    changes = "; ".join(changed_arguments(current, original))
+    note = Reason.RESTORED.note(
+        f"restored the original arguments of Deployment {view.name}: {changes}"
+    )
     kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+    log.info(
+        "%s/%s: patched the Deployment: %s",
+        namespace,
+        body["metadata"]["name"],
+        annotations[CHANGE_CAUSE],
+    )

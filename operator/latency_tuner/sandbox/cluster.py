@@ -28,6 +28,7 @@ from typing import Any, Self
 import httpx
 
 from latency_tuner.api import build_crd
+from latency_tuner.api.durations import format_duration
 from latency_tuner.sandbox import prometheus as prom
 from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.sandbox.load import BackgroundLoad
@@ -297,7 +298,8 @@ class Sandbox:
             with contextlib.suppress(OSError):
                 logs += f"\n--- {pod.name}\n" + pod.log_path.read_text()[-1500:]
         raise SandboxError(
-            f"Deployment {name} not rolled out within {within:g} s; status {status}{logs}"
+            f"Deployment {name} not rolled out within {format_duration(within)}; "
+            f"status {status}{logs}"
         )
 
 

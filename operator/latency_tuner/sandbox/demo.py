@@ -15,13 +15,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from latency_tuner.api.durations import format_duration
+from latency_tuner.report import TuningReport, build_report, objectives_of
 from latency_tuner.sandbox.cluster import Sandbox
 from latency_tuner.sandbox.operator_process import OperatorProcess
-from latency_tuner.sandbox.report import DemoResult
 from latency_tuner.sandbox.scenario import Scenario
 
 DEFAULT_SCENARIO = "queueing"
@@ -56,18 +58,20 @@ class DemoRun:
         container = dep["spec"]["template"]["spec"]["containers"][0]
         return [*(container.get("command") or []), *(container.get("args") or [])]
 
-    async def events(self) -> list[dict[str, str]]:
-        items = await self.sandbox.list("v1", "Event", self.sandbox.namespace)
-        mine = [e for e in items if (e.get("involvedObject") or {}).get("kind") == "LatencyTarget"]
-        mine.sort(key=lambda e: e["metadata"].get("creationTimestamp", ""))
-        return [
-            {
-                "type": e.get("type", ""),
-                "reason": e.get("reason", ""),
-                "message": e.get("message", ""),
-            }
-            for e in mine
-        ]
+    async def report(self) -> TuningReport:
+        """The report of the LatencyTarget as it stands: the same one `latency-tuner report`
+        writes for a real cluster's LatencyTarget."""
+        deployment = await self.sandbox.get(
+            "apps/v1", "Deployment", self.scenario.deployment_name, self.sandbox.namespace
+        )
+        # Before the LatencyTarget is applied (an early Ctrl-C), the manifest it would have.
+        target = await self.target() or self.scenario.latency_target_manifest()
+        return build_report(
+            target,
+            events=await self.sandbox.list("v1", "Event", self.sandbox.namespace),
+            deployment=deployment,
+            now=datetime.now(UTC),
+        )
 
     async def wait_for(
         self,
@@ -125,7 +129,11 @@ class Progress:
         observed = status.get("observed") or {}
         parts = [status.get("phase", "Pending")]
         if trial:
-            change = f"{trial.get('knob')} {trial.get('from')} -> {trial.get('to')}"
+            # Every argument the trial changes; older statuses only name the knob.
+            change = "; ".join(trial.get("changes") or []) or (
+                f"{trial.get('knob')} {trial.get('from') or '(default)'} -> "
+                f"{trial.get('to') or '(removed)'}"
+            )
             parts.append(f"trial {trial.get('id')}: {change}")
         for name in ("ttft", "itl"):
             goal = self.objectives.get(name)
@@ -145,20 +153,8 @@ class Progress:
         line = " | ".join(parts)
         if line != self.last:
             self.last = line
-            print(f"[{time.monotonic() - self.started:6.1f}s] {line}", file=self.out, flush=True)
-
-
-def objectives_of(scenario: Scenario) -> dict[str, Any]:
-    spec = scenario.latency_target_model().spec
-    out: dict[str, Any] = {}
-    for name in ("ttft", "itl", "e2e"):
-        goal = getattr(spec.objectives, name)
-        if goal is not None:
-            out[name] = {
-                "percentile": int(goal.percentile),
-                "thresholdSeconds": goal.threshold_seconds,
-            }
-    return out
+            clock = format_duration(round(time.monotonic() - self.started, 1))
+            print(f"[{clock:>8}] {line}", file=self.out, flush=True)
 
 
 def _met(status: dict[str, Any]) -> bool:
@@ -213,18 +209,16 @@ async def run_demo(
     out: TextIO,
     prometheus: bool | None = None,
     keep: bool = False,
-) -> DemoResult:
+) -> TuningReport:
     """The whole demo. A cancellation of the task running it (Ctrl-C, SIGTERM: the CLI turns
     both into one) stops the waiting, shuts the operator, pods and Prometheus down, and still
-    returns a result, marked interrupted, for a partial report."""
+    returns a report, marked interrupted, for a partial report."""
     started = time.monotonic()
-    objectives = objectives_of(scenario)
+    objectives = objectives_of(scenario.latency_target_model().spec)
     print(f"scenario {scenario.name}: {scenario.description.strip()}", file=out, flush=True)
     interrupted = False
     status: dict[str, Any] = {}
-    initial_args: list[str] = []
-    final_args: list[str] = []
-    events: list[dict[str, str]] = []
+    report: TuningReport | None = None
     source = ""
     try:
         async with demo_run(scenario, workdir=workdir, prometheus=prometheus) as run:
@@ -235,7 +229,6 @@ async def run_demo(
                 flush=True,
             )
             try:
-                initial_args = await run.container_args()
                 await run.sandbox.apply_latency_target()
                 status = await run.wait_for(
                     _finished, within=within, on_status=Progress(out, objectives, started)
@@ -243,9 +236,8 @@ async def run_demo(
             except asyncio.CancelledError:
                 _absorb_cancellation()
                 interrupted = True
-                status = await run.status()
-            final_args = await run.container_args()
-            events = await run.events()
+            report = await run.report()
+            status = await run.status()
             if keep and not interrupted:
                 print(kubectl_help(run), file=out, flush=True)
                 await _until_interrupted()
@@ -258,30 +250,26 @@ async def run_demo(
     trials = list(status.get("trials") or [])
     if interrupted:
         problems.append(
-            f"interrupted after {time.monotonic() - started:.0f} s "
+            f"interrupted after {format_duration(round(time.monotonic() - started))} "
             f"(phase {status.get('phase') or 'not started'}): a partial report"
         )
     elif not _finished(status):
-        problems.append(f"did not finish within {within:.0f} s (phase {status.get('phase')})")
+        problems.append(
+            f"did not finish within {format_duration(within)} (phase {status.get('phase')})"
+        )
     if expect is not None:
         if met != expect.feasible:
             problems.append(f"targetsMet is {met}, expected {expect.feasible} (expect.feasible)")
         if expect.max_trials is not None and len(trials) > expect.max_trials:
             problems.append(f"{len(trials)} trials, expected at most {expect.max_trials}")
-    return DemoResult(
+    if report is None:  # stopped before the LatencyTarget existed
+        report = build_report(scenario.latency_target_manifest(), now=datetime.now(UTC))
+    return replace(
+        report,
         scenario=scenario.name,
         description=scenario.description,
-        targets_met=met,
-        phase=str(status.get("phase")),
-        trials=trials,
-        initial_args=initial_args,
-        final_args=final_args,
-        observed=dict(status.get("observed") or {}),
-        objectives=objectives,
         duration_seconds=time.monotonic() - started,
         expectations_held=not problems,
         problems=problems,
-        events=events,
-        diagnosis=dict(status.get("diagnosis") or {}),
         metrics_source=source,
     )

@@ -21,6 +21,8 @@ from types import TracebackType
 
 import httpx
 
+from latency_tuner.api.durations import format_duration
+
 
 class PrometheusNotInstalled(RuntimeError):
     """The ``prometheus`` binary is not on PATH."""
@@ -100,7 +102,7 @@ class PrometheusRunner:
                 pass
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"prometheus did not become ready in {timeout} s")
+        raise RuntimeError(f"prometheus did not become ready in {format_duration(timeout)}")
 
     def set_targets(self, targets: Sequence[Target]) -> None:
         groups = [{"targets": [t.address], "labels": dict(t.labels)} for t in targets]
@@ -121,7 +123,9 @@ class PrometheusRunner:
             if up >= count:
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"prometheus scraped {up} of {count} targets within {timeout} s")
+        raise TimeoutError(
+            f"prometheus scraped {up} of {count} targets within {format_duration(timeout)}"
+        )
 
     def stop(self, *, keep_data: bool = False) -> None:
         """End the server; with ``keep_data`` a later ``start()`` resumes on the same TSDB."""

@@ -46,6 +46,7 @@ class StaticDeployments:
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
         self.patches.append(Patch(deployment.name, container, config, gpu_resource))
         return deployment

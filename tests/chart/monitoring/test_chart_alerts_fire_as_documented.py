@@ -68,7 +68,7 @@ def test_the_rules_pass_promtools_own_checks(tmp_path: Path, render: Render) -> 
         [promtool(), "check", "rules", str(path)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 4 rules found" in result.stdout
+    assert "SUCCESS: 5 rules found" in result.stdout
 
 
 def test_a_target_missed_for_thirty_minutes_alerts_and_names_the_latency_target(
@@ -111,19 +111,61 @@ def test_a_target_missed_for_thirty_minutes_alerts_and_names_the_latency_target(
     )
 
 
-def test_frequent_rollbacks_alert_and_a_few_do_not(tmp_path: Path, render: Render) -> None:
-    labels = {"namespace": "lt-system", "severity": "warning"}
+def test_a_target_failed_for_fifteen_minutes_alerts_and_names_it(
+    tmp_path: Path, render: Render
+) -> None:
+    labels = {"namespace": "llm", "name": "orphan", "phase": "Failed", "severity": "warning"}
+    phase = 'latency_tuner_target_phase{{namespace="llm",name="{name}",phase="{phase}"}}'
     run_promtool(
         tmp_path,
         render,
         [
             {
                 "interval": "1m",
-                # five rollbacks in the first hour (one per 12 minutes), then none.
+                "input_series": [
+                    {"series": phase.format(name="orphan", phase="Failed"), "values": "1x30"},
+                    {"series": phase.format(name="orphan", phase="Observing"), "values": "0x30"},
+                    # Failed a moment, then back at work: no alert.
+                    {"series": phase.format(name="blip", phase="Failed"), "values": "1x5 0x25"},
+                    {"series": phase.format(name="blip", phase="Observing"), "values": "0x5 1x25"},
+                ],
+                "alert_rule_test": [
+                    {"eval_time": "10m", "alertname": "LatencyTargetFailed", "exp_alerts": []},
+                    {
+                        "eval_time": "20m",
+                        "alertname": "LatencyTargetFailed",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": labels,
+                                "exp_annotations": expanded_annotations(
+                                    render, "LatencyTargetFailed", labels
+                                ),
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    )
+
+
+def test_frequent_rollbacks_alert_and_a_few_do_not(tmp_path: Path, render: Render) -> None:
+    labels = {"namespace": "llm", "severity": "warning"}
+    run_promtool(
+        tmp_path,
+        render,
+        [
+            {
+                "interval": "1m",
+                # five rollbacks of two targets of one namespace in the first hour, then none.
                 "input_series": [
                     {
-                        "series": 'latency_tuner_rollbacks_total{namespace="lt-system"}',
-                        "values": "0+0.0833333x60 5x120",
+                        "series": 'latency_tuner_rollbacks_total{namespace="llm",name="chat"}',
+                        "values": "0+0.05x60 3x120",
+                    },
+                    {
+                        "series": 'latency_tuner_rollbacks_total{namespace="llm",name="rag"}',
+                        "values": "0+0.0333333x60 2x120",
                     },
                 ],
                 "alert_rule_test": [
@@ -150,9 +192,11 @@ def test_frequent_rollbacks_alert_and_a_few_do_not(tmp_path: Path, render: Rende
     )
 
 
-def test_reconcile_errors_for_fifteen_minutes_alert_by_kind(tmp_path: Path, render: Render) -> None:
-    labels = {"namespace": "lt-system", "kind": "kubernetes", "severity": "warning"}
-    errors = 'latency_tuner_reconcile_errors_total{namespace="lt-system",kind="kubernetes"}'
+def test_reconcile_errors_for_fifteen_minutes_alert_by_target_and_kind(
+    tmp_path: Path, render: Render
+) -> None:
+    labels = {"namespace": "llm", "name": "chat", "kind": "kubernetes", "severity": "warning"}
+    errors = 'latency_tuner_reconcile_errors_total{namespace="llm",name="chat",kind="kubernetes"}'
     run_promtool(
         tmp_path,
         render,

@@ -54,15 +54,18 @@ def record(metrics: OperatorMetrics) -> None:
         }
     )
     status = LatencyTargetStatus.model_validate(
-        {"observed": {"ttftSeconds": 0.62, "itlSeconds": 0.031, "requests": 200}}
+        {
+            "phase": "Measuring",
+            "observed": {"ttftSeconds": 0.62, "itlSeconds": 0.031, "requests": 200},
+        }
     )
     metrics.record_status(NAMESPACE, NAME, target.spec, status)
-    metrics.trials.labels("Keep").inc()
-    metrics.patches.inc()
-    metrics.rollbacks.inc()
-    metrics.events.labels("Kept").inc()
-    metrics.errors.labels("kubernetes").inc()
-    metrics.reconcile_seconds.observe(0.012)
+    metrics.trials.labels(NAMESPACE, NAME, "Keep").inc()
+    metrics.patches.labels(NAMESPACE, NAME).inc()
+    metrics.rollbacks.labels(NAMESPACE, NAME).inc()
+    metrics.events.labels(NAMESPACE, NAME, "Kept").inc()
+    metrics.errors.labels(NAMESPACE, NAME, "kubernetes").inc()
+    metrics.reconcile_seconds.labels(NAMESPACE, NAME).observe(0.012)
 
 
 @pytest.fixture
@@ -132,6 +135,9 @@ def test_every_panel_query_returns_series_from_the_operators_metrics(
     assert not empty, f"queries with no series: {empty}"
     (ttft,) = query(prom, grafana_to_promql(panel_queries(dashboard(render))[1][1]))
     assert float(ttft["value"][1]) == pytest.approx(0.62)
+    (phase,) = query(prom, grafana_to_promql(dict(panel_queries(dashboard(render)))["Phase"]))
+    assert phase["metric"]["phase"] == "Measuring"
+    assert query(prom, '{__name__=~"latency_tuner_.+_created"}') == []
 
 
 def test_the_template_variables_list_the_latency_targets(

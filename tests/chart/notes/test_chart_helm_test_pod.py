@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+from latency_tuner import __version__
+from latency_tuner.telemetry import OperatorMetrics
 
 Manifest = dict[str, Any]
 Render = Callable[[str], list[Manifest]]
@@ -26,8 +34,37 @@ def test_the_test_pod_is_a_helm_test_hook_that_asks_the_metrics_service(render: 
         f"{service['spec']['ports'][0]['port']}/metrics"
     )
     assert url in script
-    assert "latency_tuner_reconcile_duration_seconds" in script
     compile(script, "helm-test", "exec")  # the script the pod runs is valid Python
+
+
+def test_the_test_pods_script_passes_on_the_operators_metrics_and_fails_on_others(
+    render: Render,
+) -> None:
+    (container,) = helm_test_pod(render("defaults"))["spec"]["containers"]
+    script: str = container["args"][0]
+    (url,) = re.findall(r'url = "([^"]+)"', script)
+    metrics = OperatorMetrics()
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=metrics.registry)
+    other = CollectorRegistry()  # an exporter that is not the operator's
+    Gauge("up_and_running", "Something else.", registry=other).set(1)
+    server2, thread2 = start_http_server(0, addr="127.0.0.1", registry=other)
+    try:
+        ours = _run(script.replace(url, f"http://127.0.0.1:{server.server_port}/metrics"))
+        theirs = _run(script.replace(url, f"http://127.0.0.1:{server2.server_port}/metrics"))
+    finally:
+        for s, t in ((server, thread), (server2, thread2)):
+            s.shutdown()
+            t.join(timeout=5)
+    assert ours.returncode == 0, ours.stderr
+    assert f'version="{__version__}"' in ours.stdout
+    assert theirs.returncode != 0
+    assert "without the operator's metrics" in theirs.stderr
+
+
+def _run(script: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+    )
 
 
 def test_the_test_pod_is_as_restricted_as_the_operator(render: Render) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -30,7 +31,7 @@ from latency_tuner.sandbox.apiserver import ApiServer
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.testing.metrics import ScriptedMetrics, queueing_signals
 from latency_tuner.testing.rollouts import roll
-from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 NAMESPACE = "ml"
 DEPLOYMENT = "llama"
@@ -245,8 +246,17 @@ async def _controller(world: World, stop: asyncio.Event) -> None:
 
 async def _roll(world: World, dep: dict[str, Any]) -> None:
     name = dep["metadata"]["name"]
-    container = dep["spec"]["template"]["spec"]["containers"][0]
-    cl = VllmCommandLine.parse(container.get("command"), container.get("args"))
+    # The vLLM container wherever it is (a sidecar may come first); none: nothing serves.
+    cl, container = None, dep["spec"]["template"]["spec"]["containers"][0]
+    for candidate in dep["spec"]["template"]["spec"]["containers"]:
+        try:
+            cl = VllmCommandLine.of_container(
+                candidate.get("command"), candidate.get("args"), image=candidate.get("image")
+            )
+        except NotVllmError:
+            continue
+        container = candidate
+        break
     fingerprint = container_config(container, DEFAULT_GPU_RESOURCE).fingerprint()
     labels = dep["spec"]["template"]["metadata"]["labels"]
     pods = [
@@ -254,9 +264,9 @@ async def _roll(world: World, dep: dict[str, Any]) -> None:
         for p in await world.api.list_objects("v1", "Pod", namespace=NAMESPACE)
         if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())
     ]
-    crash = world.crashes(cl)
+    crash = cl is not None and world.crashes(cl)
     await roll(world.api, dep, pod=f"{name}-{fingerprint[:10]}-x1", existing=pods, crash=crash)
-    if not crash:
+    if not crash and cl is not None:
         world.served.setdefault(name, []).append((time.time(), fingerprint, cl))
 
 
@@ -298,25 +308,39 @@ async def cluster(
 
 
 @contextlib.asynccontextmanager
-async def operator_running(world: World, tmp_path: Path) -> AsyncIterator[None]:
+async def operator_running(
+    world: World,
+    tmp_path: Path,
+    *,
+    prometheus_url: str | None = None,
+    metrics_port: int = 0,
+    real_metrics: bool = False,
+    **settings_overrides: Any,
+) -> AsyncIterator[None]:
     """The real operator (kopf, handlers, reconcile) watching the namespace, on an event loop
-    of its own in a thread, as it would run in its own process.
+    of its own in a thread, as it would run in its own process. With ``prometheus_url`` (or
+    ``real_metrics``) it reads the metrics sources its settings name (that Prometheus over
+    HTTP, or scrape mode) instead of the world's script; ``settings_overrides``: other fields
+    of ``OperatorSettings``.
 
     Its own loop, because kopf counts every task created on its loop while it ran as its own
     and waits 5 s for them when it stops (the emulator's watch handlers among them): a test
     that stops and restarts the operator would wait for nothing.
     """
     settings = OperatorSettings(
-        prometheus_url="http://prometheus.invalid:9090",
+        prometheus_url=prometheus_url or "http://prometheus.invalid:9090",
         namespaces=(NAMESPACE,),
         interval_seconds=0.3,
         standalone=True,
-        metrics_port=0,
+        metrics_port=metrics_port,
+        metrics_address="127.0.0.1",
         probe_port=0,
         kubeconfig=os.environ["KUBECONFIG"],
     )
+    settings = dataclasses.replace(settings, **settings_overrides)
     stop, ready = threading.Event(), threading.Event()
-    kwargs = run_kwargs(settings, metrics_for=world.metrics_for)
+    real = real_metrics or prometheus_url is not None
+    kwargs = run_kwargs(settings, metrics_for=None if real else world.metrics_for)
     failures: list[BaseException] = []
 
     def main() -> None:

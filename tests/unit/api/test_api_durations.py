@@ -49,9 +49,32 @@ def test_a_bad_duration_is_refused_with_the_fix_in_words(text: str, says: str) -
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.5, "500ms"), (90, "1m30s"), (3600, "1h"), (0, "0s"), (0.4123, "412ms"), (-2, "-2s")],
+    [
+        # What Go's time.Duration.String() prints for the same value (to the decimals kept).
+        (0.5, "500ms"),
+        (2.425, "2.425s"),
+        (405.881, "6m45.881s"),
+        (90, "1m30s"),
+        (120, "2m0s"),
+        (3600, "1h0m0s"),
+        (3725.5, "1h2m5.5s"),
+        (0, "0s"),
+        (0.4123, "412.3ms"),
+        (0.0015, "1.5ms"),
+        (0.00025, "250µs"),
+        (-2, "-2s"),
+    ],
 )
-def test_seconds_are_written_as_the_shortest_duration(seconds: float, text: str) -> None:
+def test_seconds_are_written_as_go_prints_a_duration(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(2.4253461, "2.425s"), (0.41234567, "412.346ms"), (59.9996, "1m0s")]
+)
+def test_a_duration_keeps_at_most_three_decimals_and_rounds_across_units(
+    seconds: float, text: str
+) -> None:
     assert format_duration(seconds) == text
 
 

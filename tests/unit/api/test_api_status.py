@@ -53,7 +53,7 @@ def test_a_trial_is_written_with_from_and_to_keys() -> None:
 def test_observed_latencies_are_also_written_as_durations_for_the_printer_columns() -> None:
     snapshot = MetricSnapshot(ttft_seconds=0.4123, itl_seconds=0.021, requests=120)
     written = snapshot.model_dump(mode="json", exclude_none=True)
-    assert written["ttft"] == "412ms"
+    assert written["ttft"] == "412.3ms"
     assert written["itl"] == "21ms"
     assert "e2e" not in written
     assert MetricSnapshot.model_validate(written) == snapshot

@@ -107,7 +107,7 @@ def test_quantiles_inside_the_lowest_bucket_are_flagged_with_its_bound() -> None
     }  # fmt: skip
     note = obs.coarse_quantile_note()
     assert note is not None
-    assert "e2e p50 under 0.3 s" in note
+    assert "e2e p50 under 300ms" in note
     assert "interpolated, not measured" in note
 
 

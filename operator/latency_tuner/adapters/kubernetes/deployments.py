@@ -8,11 +8,13 @@ overwriting their change.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import kubernetes
 
 from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.controller.attribution import FIELD_MANAGER
 from latency_tuner.controller.deployment import (
     DEFAULT_GPU_RESOURCE,
     DeploymentView,
@@ -65,10 +67,11 @@ class Deployments:
         container: str | None,
         config: ContainerConfig,
         gpu_resource: str = DEFAULT_GPU_RESOURCE,
-        annotations: dict[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
-        """Set the container's command/args/image/GPU limit to ``config``, guarded by the
-        resourceVersion read. Raises ``Conflict`` if the Deployment changed meanwhile."""
+        """Set the container's command/args/image/GPU limit to ``config`` and the Deployment's
+        ``annotations`` (who changed it and why), as field manager ``latency-tuner``, guarded
+        by the resourceVersion read. Raises ``Conflict`` if the Deployment changed meanwhile."""
         ops = [
             {
                 "op": "test",
@@ -89,6 +92,7 @@ class Deployments:
             deployment.name,
             deployment.namespace,
             ops,
+            field_manager=FIELD_MANAGER,
             _content_type="application/json-patch+json",
         )
         return DeploymentView(obj)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -30,6 +31,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from latency_tuner.adapters.metrics.errors import QueryFailed, SourceUnreachable
+from latency_tuner.api.durations import format_duration
 from latency_tuner.core import promql, signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import LabelMatcher
@@ -146,7 +148,7 @@ class PrometheusSource:
         except TimeoutError as exc:
             raise SourceUnreachable(
                 f"Prometheus at {self.settings.url} did not answer within "
-                f"{self.settings.deadline_seconds:g} s"
+                f"{format_duration(self.settings.deadline_seconds)}"
             ) from exc
 
     def _finished(self, _: object) -> None:
@@ -233,18 +235,24 @@ class PrometheusSource:
         try:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _DeadlinePassed(f"deadline of {self.settings.deadline_seconds:g} s passed")
+                raise _DeadlinePassed(
+                    f"deadline of {format_duration(self.settings.deadline_seconds)} passed"
+                )
             timeout = min(self.settings.timeout_seconds, remaining)
             data = self._client.custom_query(expr, params=params, timeout=timeout)
+        except (requests.exceptions.JSONDecodeError, ValueError) as exc:
+            # It answered, but not in Prometheus' JSON: a wrong URL (a web page, a proxy).
+            raise QueryFailed(
+                f"{self.settings.url} answered with something that is not Prometheus' JSON API: "
+                "is it the URL of a Prometheus server?"
+            ) from exc
         except requests.exceptions.RequestException as exc:
             raise SourceUnreachable(
                 f"Prometheus at {self.settings.url} is unreachable: {_why(exc)}"
             ) from exc
-        except (PrometheusApiClientException, ValueError, KeyError, TypeError) as exc:
-            # A 4xx/5xx, or a body that is not Prometheus' JSON (json raises ValueError).
+        except (PrometheusApiClientException, KeyError, TypeError) as exc:
             raise QueryFailed(
-                f"Prometheus at {self.settings.url} answered the query {expr!r} with an error: "
-                f"{_short(str(exc))}"
+                f"Prometheus at {self.settings.url} answered with an error: {_refusal(str(exc))}"
             ) from exc
         if not isinstance(data, list) or not all(
             isinstance(r, Mapping) and isinstance(r.get("metric"), Mapping) for r in data
@@ -254,6 +262,25 @@ class PrometheusSource:
                 f"an instant vector: {_short(repr(data))}"
             )
         return data
+
+
+def _refusal(text: str) -> str:
+    """One line from prometheus-api-client's ``HTTP Status Code 404 (b'<html>...')``: the
+    status and Prometheus' own ``error`` field when there is one, never a page's markup."""
+    code = re.match(r"HTTP Status Code (\d+)", text)
+    if code is None:
+        return _short(" ".join(text.split()))
+    status = int(code.group(1))
+    body = text[code.end() :]
+    error = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', body)
+    if error is not None:
+        return f"HTTP {status}: {_short(error.group(1))}"
+    hint = {
+        401: "unauthorized (bearer token missing or wrong)",
+        403: "forbidden (the token may not query)",
+        404: "not found (is the URL a Prometheus server, with its path prefix?)",
+    }.get(status, "not a Prometheus error answer")
+    return f"HTTP {status}: {hint}"
 
 
 def _short(text: str, limit: int = 200) -> str:

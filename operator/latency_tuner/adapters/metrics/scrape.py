@@ -127,7 +127,7 @@ class ScrapeSource:
             await self._on_worker(self.ingest, text, target.labels, at)
         except (httpx.HTTPError, ScrapeTooLarge, TimeoutError, ValueError) as exc:
             # ValueError: the parser's word for text that is not the exposition format.
-            self.last_errors[target.url] = str(exc) or type(exc).__name__
+            self.last_errors[target.url] = _cause(exc)
             return False
         self.last_errors.pop(target.url, None)
         return True
@@ -227,3 +227,14 @@ def select_series(
         return True
 
     return {key: points for key, points in series.items() if keep(key[1])}
+
+
+def _cause(exc: Exception) -> str:
+    """One short line for a condition message, never httpx's multi-line text."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return "timed out"
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 160 else text[:160] + "..."

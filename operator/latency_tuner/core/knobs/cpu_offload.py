@@ -10,6 +10,7 @@ ready). This module never picks another offload size. Pure.
 
 from __future__ import annotations
 
+from latency_tuner.api.durations import format_duration
 from latency_tuner.core.config_view import ConfigView
 from latency_tuner.core.evidence import Evidence, Finding
 from latency_tuner.core.knobs.base import Detected, FixKnob, KnobClass, KnobName
@@ -37,8 +38,8 @@ class CpuOffload(FixKnob):
                 "cpu_offload_gb",
                 gb,
                 f"--cpu-offload-gb {gb:g}: every step streams {gb:g} GB of weights over PCIe "
-                f"(>= {gb * PCIE_GEN5_MS_PER_GB:.0f} ms per step on PCIe Gen5, vs "
-                f"~{gb * HBM_MS_PER_GB:.1f} ms from HBM)",
+                f"(>= {format_duration(gb * PCIE_GEN5_MS_PER_GB / 1000)} per step on PCIe "
+                f"Gen5, vs ~{format_duration(gb * HBM_MS_PER_GB / 1000)} from HBM)",
                 0.0,
                 ">",
                 "GB",

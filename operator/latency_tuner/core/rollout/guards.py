@@ -83,6 +83,8 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
         r.condition(ConditionType.METRICS_AVAILABLE, "Unknown", "NotMeasured", "no window yet")
     elif isinstance(current, MetricsFailure):
         r.condition(ConditionType.METRICS_AVAILABLE, False, "MetricsSourceError", current.message)
+        # Ready means the operator can work on the target: without its metrics it cannot.
+        r.condition(ConditionType.READY, False, "MetricsSourceError", current.message)
     elif isinstance(current, NoData):
         r.condition(ConditionType.METRICS_AVAILABLE, False, "NoData", current.reason)
     elif current.requests < minimum:

@@ -11,6 +11,7 @@ from latency_tuner.api.spec import Mode
 from latency_tuner.api.status import Baseline, JsonPatchOperation, Phase, Recommendation, Trial
 from latency_tuner.core import knobs as knob_catalog
 from latency_tuner.core.cluster import ContainerConfig, container_patch
+from latency_tuner.core.gitops import strategic_merge_patch
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import Exhausted
 from latency_tuner.core.rollout.analysis import Analysis, analyse, propose
@@ -18,6 +19,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Ready
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import (
+    changed_arguments,
     container_snapshot,
     diagnosis_status,
     metric_snapshot,
@@ -122,11 +124,18 @@ def _recommend(
     r: Round, change: knob_catalog.Change, target: ContainerConfig, facts: Ready
 ) -> Decision:
     ops = container_patch(facts.deployment, facts.container_index, target, facts.gpu_resource)
+    containers = facts.deployment["spec"]["template"]["spec"]["containers"]
     recommendation = Recommendation(
         knob=change.knob.value,
         from_value=change.from_value,
         to_value=change.to_value,
         patch=[JsonPatchOperation.model_validate(op) for op in ops],
+        container=containers[facts.container_index].get("name"),
+        args=list(target.args) if target.args is not None else None,
+        command=list(target.command) if target.command is not None else None,
+        kustomize_patch=strategic_merge_patch(
+            facts.deployment, facts.container_index, target, facts.gpu_resource
+        ),
         reason=change.reason,
     )
     changed = r.status.recommendation != recommendation
@@ -179,6 +188,7 @@ def _start_trial(
         previous_config_hash=config_hash(cl),
         from_container=container_snapshot(container),
         to_container=container_snapshot(target),
+        changes=changed_arguments(container, target),
         reason=change.reason,
     )
     r.update(

@@ -35,6 +35,36 @@ def container_snapshot(c: ContainerConfig) -> ContainerSnapshot:
     )
 
 
+def changed_arguments(before: ContainerConfig, after: ContainerConfig) -> list[str]:
+    """What differs between two containers, one line per argument, e.g.
+    ``["--enable-chunked-prefill: false -> true", "--max-num-batched-tokens: (absent) -> 2048"]``;
+    the model, the image and the GPU limit too when they change. A knob that sets companion
+    flags shows each of them, not only its own."""
+    lines: list[str] = []
+    old, new = _arguments(before), _arguments(after)
+    for key in [*new, *(k for k in old if k not in new)]:
+        if old.get(key) != new.get(key):
+            was, now = old.get(key, "(absent)"), new.get(key, "(removed)")
+            lines.append(f"{key}: {was} -> {now}")
+    if before.image != after.image:
+        lines.append(f"image: {before.image} -> {after.image}")
+    if before.gpu_limit != after.gpu_limit:
+        lines.append(f"GPU limit: {before.gpu_limit} -> {after.gpu_limit}")
+    return lines
+
+
+def _arguments(c: ContainerConfig) -> dict[str, str]:
+    # "--no-x" and "--x" are one argument (false / true); a flag without a value is "true".
+    line = VllmCommandLine.parse(c.command, c.args)
+    found: dict[str, str] = {"model": line.model or "(none)"}
+    for key, value in line.flags():
+        if key.startswith("no-"):
+            found[f"--{key[3:]}"] = "false"
+        else:
+            found[f"--{key}"] = "true" if value is None else value
+    return found
+
+
 def config_of(s: ContainerSnapshot) -> ContainerConfig:
     return ContainerConfig(
         command=tuple(s.command) if s.command is not None else None,

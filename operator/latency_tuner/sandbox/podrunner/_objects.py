@@ -13,6 +13,7 @@ Body = dict[str, Any]
 FINALIZER = "sandbox.latencytuner.io/kubelet"
 PORT_ANNOTATION = "sandbox.latencytuner.io/port"
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
 
 
 def deployment_path(namespace: str, name: str) -> str:
@@ -36,6 +37,16 @@ def owner(api_version: str, kind: str, meta: Mapping[str, Any]) -> Body:
     }
 
 
+def replicaset_annotations(deployment: Mapping[str, Any], revision: int) -> dict[str, str]:
+    """The revision and, as the Deployment controller copies it, the Deployment's change-cause
+    (``kubectl rollout history`` reads both from the ReplicaSets)."""
+    found = {REVISION_ANNOTATION: str(revision)}
+    cause = (deployment["metadata"].get("annotations") or {}).get(CHANGE_CAUSE_ANNOTATION)
+    if cause is not None:
+        found[CHANGE_CAUSE_ANNOTATION] = str(cause)
+    return found
+
+
 def replicaset_body(
     deployment: Mapping[str, Any], thash: str, template: Body, revision: int
 ) -> Body:
@@ -53,7 +64,7 @@ def replicaset_body(
             "name": f"{meta['name']}-{thash}",
             "namespace": meta["namespace"],
             "labels": labels,
-            "annotations": {REVISION_ANNOTATION: str(revision)},
+            "annotations": replicaset_annotations(deployment, revision),
             "ownerReferences": [owner("apps/v1", "Deployment", meta)],
         },
         "spec": {"replicas": 0, "selector": selector, "template": rs_template},

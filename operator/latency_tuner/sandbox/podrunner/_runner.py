@@ -44,6 +44,7 @@ from latency_tuner.sandbox.podrunner._objects import (
     key_of,
     owner,
     pod_body,
+    replicaset_annotations,
     replicaset_body,
 )
 from latency_tuner.sandbox.podrunner._pod import PodInfo, PodState
@@ -370,7 +371,7 @@ class PodRunner:
         name = f"{meta['name']}-{thash}"
         path = f"/apis/apps/v1/namespaces/{meta['namespace']}/replicasets"
         if name in state.rs_uids:
-            patch = {"metadata": {"annotations": {REVISION_ANNOTATION: str(number)}}}
+            patch = {"metadata": {"annotations": replicaset_annotations(deployment, number)}}
             await self._api.request("PATCH", f"{path}/{name}", patch)
             return
         body = replicaset_body(deployment, thash, template, number)

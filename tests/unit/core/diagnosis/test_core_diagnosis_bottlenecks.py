@@ -53,8 +53,8 @@ def test_targets_met_has_no_bottleneck_and_recommends_nothing() -> None:
     assert d.advice == ()
     assert d.conclusions == ("targets met",)
     assert texts(d.evidence) == [
-        "TTFT p90 0.20 s is within the target 0.50 s",
-        "ITL p90 25 ms is within the target 50 ms",
+        "TTFT p90 200ms is within the target 500ms",
+        "ITL p90 25ms is within the target 50ms",
     ]
 
 
@@ -62,7 +62,7 @@ def test_queue_time_dominating_ttft_at_max_num_seqs_is_queueing() -> None:
     window = queueing()
     d = diagnose(window, objectives(ttft="500ms"), CL, A100, knobs())
     assert d.bottleneck is Bottleneck.QUEUEING
-    assert "queue time is 72% of TTFT (0.61 s of 0.85 s mean)" in texts(d.evidence)
+    assert "queue time is 72% of TTFT (610ms of 850ms mean)" in texts(d.evidence)
     assert "running requests reach 256 per pod, at max-num-seqs 256" in texts(d.evidence)
     assert (
         d.advice[0] == "add replicas: the server is saturated at max-num-seqs (256 running per pod)"
@@ -103,7 +103,7 @@ def test_prefill_dominating_ttft_with_long_prompts_is_long_prefill() -> None:
     cl = command_line("--no-enable-prefix-caching")
     d = diagnose(window, objectives(ttft="500ms"), cl, H100, knobs())
     assert d.bottleneck is Bottleneck.LONG_PREFILL
-    assert "prefill is 92% of TTFT (0.78 s of 0.85 s mean)" in texts(d.evidence)
+    assert "prefill is 92% of TTFT (780ms of 850ms mean)" in texts(d.evidence)
     assert "mean prompt 6100 tokens (long)" in texts(d.evidence)
     assert (
         "trim prompts: mean prompt 6100 tokens, and prefill time grows with input length"
@@ -151,7 +151,7 @@ def test_high_itl_at_low_concurrency_is_decode_bandwidth() -> None:
     )
     assert d.bottleneck is Bottleneck.DECODE_BANDWIDTH
     assert texts(d.evidence)[1:] == [
-        "ITL p50 60 ms on L40S (0.864 TB/s)",
+        "ITL p50 60ms on L40S (0.864 TB/s)",
         "2.0 running requests per pod: decode is slow even at low concurrency, "
         "memory-bandwidth bound",
     ]
@@ -205,7 +205,7 @@ def test_an_itl_tail_with_long_prompts_under_concurrency_is_prefill_interference
     window = interference()
     d = diagnose(window, objectives(itl="50ms"), CL, H100, knobs())
     assert d.bottleneck is Bottleneck.PREFILL_INTERFERENCE
-    assert "ITL p99 is 6.0x p50 (0.15 s vs 25 ms): decode steps stall" in texts(d.evidence)
+    assert "ITL p99 is 6.0x p50 (150ms vs 25ms): decode steps stall" in texts(d.evidence)
     change = first_change(window, d)
     # Sized in one move: 4000-token prompts, ITL p90 1.8x over -> chunks of <= 2222 tokens.
     assert (change.knob, change.from_value, change.to_value) == (

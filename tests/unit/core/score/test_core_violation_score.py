@@ -66,12 +66,12 @@ def test_tie_break_sums_latency_to_target_ratios_even_when_targets_are_met() -> 
 
 def test_descriptions_name_the_numbers() -> None:
     s = score(healthy(ttft={90: 0.85}), objectives(ttft="500ms"))
-    assert s.describe() == "score 0.70: TTFT p90 0.85 s (target 0.50 s, +70%)"
+    assert s.describe() == "score 0.70: TTFT p90 850ms (target 500ms, +70%)"
 
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.82, "0.82 s"), (0.035, "35 ms"), (0.0042, "4.2 ms"), (12.5, "12.50 s")],
+    [(0.82, "820ms"), (0.035, "35ms"), (0.0042, "4.2ms"), (12.5, "12.5s")],
 )
-def test_latencies_are_written_as_an_operator_reads_them(seconds: float, text: str) -> None:
+def test_latencies_are_written_in_the_one_go_duration_style(seconds: float, text: str) -> None:
     assert format_seconds(seconds) == text

@@ -41,7 +41,7 @@ def test_a_clear_improvement_is_kept_with_the_numbers_in_the_reason() -> None:
     j = verdict(window(0.82), window(0.62))
     assert j.outcome is Outcome.KEEP
     assert j.reason == (
-        "score 0.64 -> 0.24 (-62%; needs better than -5%): TTFT p90 0.82 s -> 0.62 s (-24%)"
+        "score 0.64 -> 0.24 (-62%; needs better than -5%): TTFT p90 820ms -> 620ms (-24%)"
     )
     assert j.improvement == pytest.approx(0.4 / 0.64)
     assert j.required == 0.05
@@ -51,7 +51,7 @@ def test_a_clear_improvement_is_kept_with_the_numbers_in_the_reason() -> None:
 def test_a_worse_trial_is_reverted_naming_the_regression() -> None:
     j = verdict(window(0.82), window(0.91))
     assert j.outcome is Outcome.REVERT
-    assert "TTFT p90 0.82 s -> 0.91 s (+11%)" in j.reason
+    assert "TTFT p90 820ms -> 910ms (+11%)" in j.reason
     assert j.outcome.status_verdict is Verdict.REVERT
 
 
