@@ -58,6 +58,8 @@ def _help() -> str:
             f"(default {defaults.metrics_version.value})",
             "  --sim-spec-acceptance A   speculative-decoding acceptance rate (default: from "
             "the method and the prompts)",
+            "  --sim-altered-share F     share of output tokens that differ from the 16-bit "
+            "model's (default: from the weights and KV-cache dtype)",
             f"  --sim-startup-delay S     seconds before the server answers (default "
             f"{defaults.startup_delay:g})",
             "",
@@ -78,6 +80,7 @@ class SimOptions:
     seed: int = 0
     metrics_version: MetricsVersion = MetricsVersion.CURRENT
     spec_acceptance: float | None = None
+    altered_share: float | None = None
     startup_delay: float = 0.0
 
 
@@ -95,6 +98,7 @@ def split_sim_options(argv: list[str]) -> tuple[SimOptions, list[str]]:
         "--sim-seed": lambda v: setattr(options, "seed", int(v)),
         "--sim-metrics-version": lambda v: setattr(options, "metrics_version", MetricsVersion(v)),
         "--sim-spec-acceptance": lambda v: setattr(options, "spec_acceptance", float(v)),
+        "--sim-altered-share": lambda v: setattr(options, "altered_share", float(v)),
         "--sim-startup-delay": lambda v: setattr(options, "startup_delay", float(v)),
     }
     i = 0
@@ -206,6 +210,7 @@ def main(argv: list[str]) -> int:
             num_gpus=options.gpus,
             seed=options.seed,
             spec_acceptance=options.spec_acceptance,
+            altered_share=options.altered_share,
         )
     except (StartupError, ValueError) as exc:
         kind = "ValueError"  # what vLLM raises for a configuration it refuses

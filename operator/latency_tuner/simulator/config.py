@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from latency_tuner.simulator import quality
 from latency_tuner.simulator.hardware import GpuSpec, get_gpu
 from latency_tuner.simulator.models import ModelShape, WeightDtype, resolve_model
 from latency_tuner.vllm import defaults as vllm_defaults
@@ -97,6 +98,7 @@ class EngineConfig:
     block_size: int = 16
     quantization: str | None = None  # effective method (checkpoint's or --quantization)
     seed: int = 0
+    altered_share: float = 0.0  # output tokens that differ from the 16-bit model's (quality.py)
 
     @property
     def kv_cache_tokens(self) -> int:
@@ -305,6 +307,7 @@ def build_engine_config(
     num_gpus: int,
     seed: int = 0,
     spec_acceptance: float | None = None,
+    altered_share: float | None = None,
 ) -> EngineConfig:
     """Validate a vLLM command line on ``num_gpus`` GPUs of type ``gpu`` like vLLM's startup.
 
@@ -472,4 +475,5 @@ def build_engine_config(
         block_size=block_size,
         quantization=quantization,
         seed=seed,
+        altered_share=quality.altered_share(weight_dtype, kv_dtype, altered_share),
     )

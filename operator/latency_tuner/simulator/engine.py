@@ -207,6 +207,7 @@ class EngineCore:
             acceptance_rate=spec.acceptance_rate if spec else 0.0,
             acceptance_by_prompt=_acceptance_by_prompt(spec) if spec else None,
             seed=config.seed if seed is None else seed,
+            altered_share=config.altered_share,
         )
         self.sink = sink
         self._listeners: dict[str, Listener] = {}

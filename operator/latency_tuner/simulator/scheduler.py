@@ -143,6 +143,7 @@ class Scheduler:
         acceptance_rate: float = 0.0,
         acceptance_by_prompt: Callable[[Sequence[int]], float] | None = None,
         seed: int = 0,
+        altered_share: float = 0.0,
     ) -> None:
         self.kv = KVCacheManager(num_gpu_blocks, block_size, prefix_caching)
         self.max_num_seqs = max_num_seqs
@@ -152,6 +153,7 @@ class Scheduler:
         self.num_spec_tokens = num_spec_tokens
         self.acceptance_rate = acceptance_rate
         self.acceptance_by_prompt = acceptance_by_prompt
+        self.altered_share = altered_share
         self.rng = random.Random(seed)
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -333,7 +335,9 @@ class Scheduler:
                 req.num_computed_tokens += accepted
             start = known - req.num_prompt_tokens
             count = min(1 + accepted, req.max_tokens - start)
-            req.token_ids.extend(output_ids_from_seed(req.output_seed, start, count))
+            req.token_ids.extend(
+                output_ids_from_seed(req.output_seed, start, count, self.altered_share)
+            )
             events.num_generation_tokens += count
             if count == 1:
                 req.token_times.append(end)

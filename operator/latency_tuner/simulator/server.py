@@ -335,7 +335,7 @@ class SimServer:
             return await self._stream(request, prepared, created, chat=False)
         outputs = await self._collect(prepared)
         total = sum(o.count for o in outputs)
-        text = output_text(prompt_ids, 0, total)
+        text = output_text(prompt_ids, 0, total, self.config.altered_share)
         payload = {
             "id": prepared.request_id,
             "object": "text_completion",
@@ -390,7 +390,9 @@ class SimServer:
                     "index": 0,
                     "message": {
                         "role": "assistant",
-                        "content": output_text(prompt_ids, 0, total).lstrip(" "),
+                        "content": output_text(
+                            prompt_ids, 0, total, self.config.altered_share
+                        ).lstrip(" "),
                         "refusal": None,
                         "annotations": None,
                         "audio": None,
@@ -474,7 +476,7 @@ class SimServer:
     def _chunk(
         self, head: str, prepared: _Prepared, out: RequestOutput, generated: int, chat: bool
     ) -> str:
-        text = output_text(prepared.prompt_ids, out.start, out.count)
+        text = output_text(prepared.prompt_ids, out.start, out.count, self.config.altered_share)
         finish = _dumps(out.finish_reason)
         usage = ""
         if prepared.continuous_usage:

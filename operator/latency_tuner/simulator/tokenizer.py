@@ -8,7 +8,8 @@ Rules (documented, stable, shared with ``latency_tuner.loadgen.prompts``):
 - chat: each message is ``<|im_start|> ROLE <content tokens> <|im_end|>``; the generation prompt
   ``<|im_start|> assistant`` follows (role markers are tokens of their own);
 - output: deterministic pseudo-words, one per token, chosen from the request's prompt and the
-  token's position (no model, no sampling).
+  token's position (no model, no sampling); a lossy configuration replaces a share of them
+  (``altered``, see ``simulator.quality``), the same tokens for the same prompt every time.
 
 Pure: no I/O, no clock.
 """
@@ -110,22 +111,45 @@ def output_seed(prompt_ids: Sequence[int]) -> int:
     return (len(prompt_ids) * 1_000_003 + sum(tail)) % 1_000_000_007
 
 
-def output_text(prompt_ids: Sequence[int], start: int, count: int) -> str:
+def _altered(seed: int, position: int, altered: float) -> int:
+    """0 when the token at ``position`` is the 16-bit model's, else an offset in 1..n-1 that
+    swaps it for another word. A splitmix-style mix of (seed, position): deterministic, and a
+    larger share alters a superset of the tokens a smaller one does."""
+    if altered <= 0.0:
+        return 0
+    mask = 0xFFFFFFFFFFFFFFFF
+    x = (seed * 0x9E3779B97F4A7C15 + (position + 1) * 0xD1B54A32D192ED03) & mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    x ^= x >> 31
+    if (x >> 11) / float(1 << 53) >= altered:
+        return 0
+    return 1 + (x & 0xFFFF) % (len(_OUTPUT_WORDS) - 1)
+
+
+def output_text(prompt_ids: Sequence[int], start: int, count: int, altered: float = 0.0) -> str:
     """The text of output tokens ``start .. start+count-1``: " word" per token."""
     seed = output_seed(prompt_ids)
     words = _OUTPUT_WORDS
     n = len(words)
-    return "".join(" " + words[(seed + 7 * i) % n] for i in range(start, start + count))
+    return "".join(
+        " " + words[(seed + 7 * i + _altered(seed, i, altered)) % n]
+        for i in range(start, start + count)
+    )
 
 
-def output_token_ids(prompt_ids: Sequence[int], start: int, count: int) -> list[int]:
+def output_token_ids(
+    prompt_ids: Sequence[int], start: int, count: int, altered: float = 0.0
+) -> list[int]:
     """The ids of the same output tokens (``encode(output_text(...))`` gives them back)."""
-    return output_ids_from_seed(output_seed(prompt_ids), start, count)
+    return output_ids_from_seed(output_seed(prompt_ids), start, count, altered)
 
 
-def output_ids_from_seed(seed: int, start: int, count: int) -> list[int]:
+def output_ids_from_seed(seed: int, start: int, count: int, altered: float = 0.0) -> list[int]:
     ids = _OUTPUT_IDS
     n = len(ids)
-    if count == 1:
+    if count == 1 and altered <= 0.0:
         return [ids[(seed + 7 * start) % n]]
-    return [ids[(seed + 7 * i) % n] for i in range(start, start + count)]
+    return [
+        ids[(seed + 7 * i + _altered(seed, i, altered)) % n] for i in range(start, start + count)
+    ]
