@@ -122,6 +122,10 @@ class _ForeignSteps:
         return PlannedStep(step.output, duration)
 
 
+_REFUSED_RETRY_S = 0.1  # a refused user's next request, when it has no think time
+_MAX_REFUSED_IN_A_ROW = 100
+
+
 class Pod:
     """One simulated vLLM server that serves ``load`` from ``started`` on."""
 
@@ -145,6 +149,8 @@ class Pod:
             core = self.engine.core
             core.begin_step = _ForeignSteps(core.begin_step, world, seed)  # type: ignore[method-assign]
         self.load = load
+        self.max_model_len = config.max_model_len
+        self.refused = 0  # requests the API server would refuse as longer than max-model-len
         self.serving = True
         if load.closed:
             users = load.workload.users or 1
@@ -153,7 +159,20 @@ class Pod:
                 self._submit(load.request(started))
 
     def _submit(self, request: Request) -> None:
-        self.engine.submit(request.prompt, request.max_tokens, at=request.arrival)
+        # vLLM's API server answers 400 to a request longer than max-model-len before the
+        # engine sees it; the engine has no such check, and such a request would never finish.
+        # A closed-loop user whose request is refused sends its next one after its think time.
+        limit = self.max_model_len
+        for _ in range(_MAX_REFUSED_IN_A_ROW):
+            if len(request.prompt) + request.max_tokens <= limit:
+                self.engine.submit(request.prompt, request.max_tokens, at=request.arrival)
+                return
+            self.refused += 1
+            if not (self.load.closed and self.serving):
+                return
+            retry = request.arrival + max(self.load.think(), _REFUSED_RETRY_S)
+            request = self.load.request(retry)
+        # Every request of this user is too long for this configuration: the user gives up.
 
     def _next_of_user(self, record: RequestRecord) -> None:
         if self.serving:

@@ -30,7 +30,7 @@ from latency_tuner.core.knobs.base import Detected
 from latency_tuner.core.knobs.table import FIXES, TABLE
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.saturation import flow, queue_delay
+from latency_tuner.core.saturation import BUSY_IN_FLIGHT, busy, flow, queue_delay
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds, score
 from latency_tuner.core.signals import lowest_bucket_warning
 from latency_tuner.vllm import defaults
@@ -197,6 +197,20 @@ def diagnose(
         # Falling behind is evidence however few requests finished: the finished requests'
         # latencies are lower bounds, and waiting for minRequests may wait forever.
         notes.fact(inflow.evidence())
+    elif observation.requests < min_requests and busy(observation):
+        # Slow, not quiet: the few finished requests are measurements of a server that never
+        # idled, and waiting for more may wait forever (a fixed set of clients cannot send more).
+        notes.fact(
+            Evidence(
+                "in_flight",
+                (observation.running_mean or 0.0) + (observation.waiting_mean or 0.0),
+                f"busy: {observation.requests} requests finished, fewer than minRequests "
+                f"{min_requests}, with requests in flight all the window",
+                BUSY_IN_FLIGHT,
+                ">=",
+                "requests",
+            )
+        )
     elif observation.requests < min_requests:
         findings = (*findings, Finding.LOW_TRAFFIC)
         notes.fact(

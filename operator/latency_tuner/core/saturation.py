@@ -12,7 +12,15 @@ requests still waiting will be slower).
 Queueing delay by Little's law: mean time in queue = mean queue length / arrival rate. vLLM
 records a request's queue time when it finishes but its TTFT at the first token, so under a
 growing backlog the queue-time histogram lags (the requests that waited longest have not
-finished); the waiting gauge does not. Values only. Pure.
+finished); the waiting gauge does not.
+
+A window can also be *busy*: requests were in flight all the time (mean running + waiting of
+at least one) yet few finished. That is a slow server, not a quiet one: with a fixed number of
+clients (a closed loop) the backlog cannot grow, so saturation never shows, and waiting for
+``minRequests`` would wait forever. A busy window's latencies are measurements, not bounds;
+its few requests make them noisy, which the verdict's noise estimate accounts for.
+
+Values only. Pure.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from latency_tuner.core.evidence import Evidence
 from latency_tuner.core.observation import Observation
 
 GROWTH_SIGMAS = 2.0  # backlog growth beyond this many sqrt(arrivals): not a steady queue wandering
+BUSY_IN_FLIGHT = 1.0  # mean requests in flight: the server never idled
+BUSY_MIN_REQUESTS = 3  # fewer finished requests than this give no quantile at all
 
 
 @dataclass(frozen=True)
@@ -95,6 +105,18 @@ def flow(obs: Observation) -> Flow:
 
 def saturated(obs: Observation) -> bool:
     return flow(obs).saturated
+
+
+def busy(obs: Observation) -> bool:
+    """Requests in flight the whole window, and at least a few finished: few requests because
+    each is slow, not because few arrive."""
+    in_flight = (obs.running_mean or 0.0) + (obs.waiting_mean or 0.0)
+    return in_flight >= BUSY_IN_FLIGHT and obs.requests >= BUSY_MIN_REQUESTS
+
+
+def evidence_despite_few_requests(obs: Observation) -> bool:
+    """A window below ``minRequests`` that is still evidence: saturated or busy."""
+    return saturated(obs) or busy(obs)
 
 
 def queue_delay(obs: Observation) -> tuple[float | None, str]:

@@ -489,8 +489,9 @@ class VirtualEngine:
                     return
                 step = core.begin_step(now)
                 if step is None:
-                    waiting = core.scheduler.waiting[0].request_id
-                    raise RuntimeError(f"request {waiting} can never be scheduled (KV too small)")
+                    sched = core.scheduler
+                    stuck = (sched.waiting or sched.running)[0].request_id
+                    raise RuntimeError(f"request {stuck} can never be scheduled (KV too small)")
                 end = now + step.duration
                 clock.advance_to(end)
                 self._collect(core.finish_step(step, end))

@@ -269,7 +269,7 @@ def test_observing_without_a_window_yet_says_metrics_are_unknown_and_waits() -> 
         ),
         (
             "too few requests",
-            facts(current=window(BEFORE, requests=40)),
+            facts(current=window(BEFORE, requests=40, running_mean=0.5, waiting_mean=0.0)),
             "MetricsAvailable",
             ("False", "TooFewRequests"),
         ),
@@ -565,7 +565,7 @@ def test_a_rollback_whose_old_configuration_does_not_come_up_says_so_and_keeps_w
     ("case", "after"),
     [
         ("load changed", window(AFTER, request_rate=40.0)),
-        ("too few requests", window(AFTER, requests=20)),
+        ("too few requests", window(AFTER, requests=20, running_mean=0.5, waiting_mean=0.0)),
         ("no data", NoData(reason="no requests finished", window_seconds=WINDOW)),
     ],
 )

@@ -19,7 +19,15 @@ def test_a_saturated_window_below_min_requests_starts_a_trial() -> None:
 
 
 def test_a_quiet_window_below_min_requests_still_waits() -> None:
-    quiet = window(BEFORE, requests=6, request_rate=0.1, running_delta=0.0, waiting_delta=0.0)
+    quiet = window(
+        BEFORE,
+        requests=6,
+        request_rate=0.1,
+        running_delta=0.0,
+        waiting_delta=0.0,
+        running_mean=0.5,
+        waiting_mean=0.0,
+    )
     run = Run()
     run.step(facts(BEFORE, current=quiet))
     d = run.later(SETTLE + WINDOW).step(facts(BEFORE, current=quiet))

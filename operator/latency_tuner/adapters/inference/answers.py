@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from latency_tuner.api.durations import format_duration
+
 # An answer of max_tokens words fits in a few KiB of JSON; a pod that sends more is not vLLM.
 MAX_ANSWER_BYTES = 256 * 1024
 
@@ -84,7 +86,8 @@ async def collect_answers(
                 texts[index] = await asyncio.wait_for(ask, request_timeout)
             except TimeoutError:
                 if len(errors) < 10:
-                    errors.append(f"prompt {index}: no answer within {request_timeout:g}s")
+                    limit = format_duration(request_timeout)
+                    errors.append(f"prompt {index}: no answer within {limit}")
             except (_Unusable, httpx.HTTPError) as exc:
                 if len(errors) < 10:
                     errors.append(f"prompt {index}: {exc or type(exc).__name__}")
@@ -99,5 +102,6 @@ async def collect_answers(
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-            errors.append(f"{len(pending)} prompts unanswered after the {deadline:g}s deadline")
+            late = f"after the {format_duration(deadline)} deadline"
+            errors.append(f"{len(pending)} prompts unanswered {late}")
     return Answers(texts, errors)

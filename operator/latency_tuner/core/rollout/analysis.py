@@ -20,7 +20,7 @@ from latency_tuner.core.observation import NoData, Observation, ObservationResul
 from latency_tuner.core.planner import Exhausted, plan
 from latency_tuner.core.rollout.facts import WindowResult
 from latency_tuner.core.rollout.values import history
-from latency_tuner.core.saturation import saturated
+from latency_tuner.core.saturation import evidence_despite_few_requests
 from latency_tuner.vllm.args import VllmCommandLine
 from latency_tuner.vllm.defaults import version_from_image
 
@@ -30,7 +30,7 @@ class Analysis:
     """One window, analysed."""
 
     window: ObservationResult  # NoData when nothing was measured or the source failed
-    usable: Observation | None  # the window, with evaluation.minRequests requests or saturated
+    usable: Observation | None  # the window, with evaluation.minRequests requests, or busy
     diagnosis: Diagnosis
 
 
@@ -50,13 +50,12 @@ def analyse(
         else NoData(reason="the metrics source did not answer", window_seconds=0.0)
     )
     minimum = spec.evaluation.min_requests
-    # A saturated window is usable with fewer requests: the backlog is the evidence, and a
-    # server finishing too few requests per window would otherwise be waited on forever.
-    usable = (
-        seen
-        if isinstance(seen, Observation) and (seen.requests >= minimum or saturated(seen))
-        else None
+    # A saturated or busy window is usable with fewer requests: a server finishing too few
+    # requests per window because it is slow would otherwise be waited on forever.
+    enough = isinstance(seen, Observation) and (
+        seen.requests >= minimum or evidence_despite_few_requests(seen)
     )
+    usable = seen if enough and isinstance(seen, Observation) else None
     diagnosis = diagnose(
         seen,
         spec.objectives,

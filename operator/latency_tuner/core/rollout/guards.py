@@ -13,7 +13,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Blocked, Blocker, MetricsFailure, Ready, WindowResult
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import diagnosis_status
-from latency_tuner.core.saturation import flow, saturated
+from latency_tuner.core.saturation import busy, flow, saturated
 from latency_tuner.core.signals import lowest_bucket_warning
 
 _NOTE = {
@@ -96,6 +96,14 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
             "Saturated",
             f"{current.requests} requests in the window (evaluation.minRequests is {minimum}), "
             f"but the server falls behind: {flow(current).describe()}",
+        )
+    elif current.requests < minimum and busy(current):
+        r.condition(
+            ConditionType.METRICS_AVAILABLE,
+            True,
+            "Busy",
+            f"{current.requests} requests in the window (evaluation.minRequests is {minimum}), "
+            f"but requests were in flight all the time: the server is slow, not idle",
         )
     elif current.requests < minimum:
         r.condition(

@@ -14,7 +14,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import MetricsFailure, Ready
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import config_of, metric_snapshot
-from latency_tuner.core.saturation import saturated
+from latency_tuner.core.saturation import evidence_despite_few_requests
 from latency_tuner.core.score import score
 from latency_tuner.core.verdict import Outcome, judge_trial
 
@@ -229,7 +229,10 @@ def resting(r: Round, facts: Ready) -> Decision:
     obs = (
         current
         if isinstance(current, Observation)
-        and (current.requests >= r.spec.evaluation.min_requests or saturated(current))
+        and (
+            current.requests >= r.spec.evaluation.min_requests
+            or evidence_despite_few_requests(current)
+        )
         else None
     )
     clean = r.status.stable_since is None or (

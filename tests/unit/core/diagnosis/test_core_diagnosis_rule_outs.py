@@ -87,7 +87,8 @@ def test_no_data_is_its_own_finding_and_keeps_the_fix_knobs() -> None:
 
 
 def test_too_few_requests_is_low_traffic_but_the_window_is_still_read() -> None:
-    window = slow_decode(requests=40)
+    # Few requests, and mostly none in flight: a quiet server, not a slow one.
+    window = slow_decode(requests=40, running_mean=0.5, waiting_mean=0.0)
     d = diagnose(window, ITL_40MS, command_line(), H100, knobs(), min_requests=100)
     assert d.findings == (Finding.LOW_TRAFFIC,)
     assert d.bottleneck is Bottleneck.DECODE_BANDWIDTH
@@ -103,7 +104,8 @@ def test_an_unknown_quantile_is_evidence_and_no_bottleneck() -> None:
 
 
 def test_low_traffic_with_targets_met_gives_no_advice() -> None:
-    d = diagnose(healthy(requests=40), ITL_40MS, command_line(), H100, knobs(), min_requests=100)
+    quiet = healthy(requests=40, running_mean=0.5, waiting_mean=0.0)
+    d = diagnose(quiet, ITL_40MS, command_line(), H100, knobs(), min_requests=100)
     assert d.findings == (Finding.LOW_TRAFFIC,)
     assert d.advice == ()
     assert d.conclusions == ("too few requests in the window to judge",)

@@ -64,13 +64,30 @@ def test_a_saturated_window_with_fewer_requests_than_min_requests_is_acted_on() 
     assert any(e.signal == "backlog_growth" for e in analysis.diagnosis.evidence)
 
 
-def test_a_steady_queue_with_few_requests_is_still_too_little_traffic() -> None:
-    # The queue wandered by 3 in 6 arrivals: within the counting noise, not a backlog.
+def test_a_steady_full_queue_with_few_requests_is_a_slow_server_not_low_traffic() -> None:
+    # A fixed set of clients (closed loop): the queue cannot grow, so it never looks saturated,
+    # but 64 requests were in flight all window while 6 finished. Waiting for minRequests would
+    # wait forever (the convergence benchmark's KV-pressure runs did: 0 rollouts).
     window = saturated_window(waiting_delta=3.0, waiting_mean=4.0)
     assert not flow(window).saturated
     analysis = analyse(spec_with(20), window, CL, H100)
+    assert analysis.usable is window
+    assert Finding.LOW_TRAFFIC not in analysis.diagnosis.findings
+    busy = next(e for e in analysis.diagnosis.evidence if e.signal == "in_flight")
+    assert busy.value == 68.0
+
+
+def test_few_requests_with_an_idle_server_are_still_too_little_traffic() -> None:
+    # 6 requests in 30 s with under one in flight on average: the server waits for work.
+    window = saturated_window(waiting_delta=0.0, waiting_mean=0.0, running_mean=0.6)
+    analysis = analyse(spec_with(20), window, CL, H100)
     assert analysis.usable is None
     assert Finding.LOW_TRAFFIC in analysis.diagnosis.findings
+
+
+def test_fewer_than_three_finished_requests_are_never_enough() -> None:
+    window = saturated_window(requests=2, waiting_delta=0.0, waiting_mean=4.0)
+    assert analyse(spec_with(20), window, CL, H100).usable is None
 
 
 def test_saturation_needs_completions_below_arrivals_and_a_rising_queue() -> None:

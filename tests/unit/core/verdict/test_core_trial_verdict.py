@@ -166,7 +166,7 @@ def test_less_offered_load_moves_rate_and_in_flight_together_and_stays_inconclus
 
 @pytest.mark.parametrize("which", ["baseline", "trial"])
 def test_too_few_requests_in_either_window_is_inconclusive(which: str) -> None:
-    few = window(0.5, requests=40)
+    few = window(0.5, requests=40, running_mean=0.5, waiting_mean=0.0)  # quiet, not busy
     j = verdict(few, window(0.5)) if which == "baseline" else verdict(window(0.5), few)
     assert j.outcome is Outcome.INCONCLUSIVE
     assert j.reason == f"too few requests in the {which} window: 40 < 100"
@@ -187,3 +187,13 @@ def test_no_data_is_its_own_outcome_not_a_failure(which: str) -> None:
     assert j.outcome is Outcome.NO_DATA
     assert j.reason == f"no data in the {which} window: no traffic"
     assert j.outcome.status_verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_busy_window_with_few_requests_is_judged_not_inconclusive() -> None:
+    # Requests in flight all window: few finished because each was slow (a closed loop).
+    slow = window(2.0, requests=12, running_mean=16.0, waiting_mean=4.0)
+    fast = window(0.4, requests=60, running_mean=16.0, waiting_mean=0.0)
+    assert verdict(slow, fast).outcome is Outcome.KEEP
+    # The same counts with the server mostly idle are too few to judge.
+    quiet = window(2.0, requests=12, running_mean=0.5, waiting_mean=0.0)
+    assert verdict(quiet, fast).outcome is Outcome.INCONCLUSIVE
