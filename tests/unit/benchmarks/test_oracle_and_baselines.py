@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
+from tests.unit.benchmarks.support import short_chats
 
 from latency_tuner.convergence import baselines, oracle
 from latency_tuner.convergence.evaluate import Failed, Measured, Result
@@ -13,32 +13,8 @@ from latency_tuner.convergence.scenario import Scenario, parse_scenario
 from latency_tuner.convergence.space import Point, build_space, start_container
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation, ObservationResult
-from latency_tuner.scenario import latency_target, vllm_deployment
 
-SCENARIO: dict[str, Any] = {
-    "name": "two-points",
-    "hardware": {"gpu": "H100-SXM", "gpus": 1},
-    "workload": {
-        "arrival": "poisson",
-        "rate": 10,
-        "promptTokens": 200,
-        "outputTokens": 40,
-        "spread": 0.25,
-    },
-    "deployment": vllm_deployment(
-        "llama", "meta-llama/Llama-3.1-8B-Instruct", ["--max-num-seqs", "8"]
-    ),
-    "latencyTarget": latency_target(
-        "llama",
-        {"ttft": {"percentile": 90, "threshold": "100ms"}},
-        knobs={
-            "maxNumSeqs": {"min": 8, "max": 16},
-            "maxNumBatchedTokens": None,
-            "gpuMemoryUtilization": None,
-        },
-        evaluation={"window": "10s", "settle": "5s", "minRequests": 50},
-    ),
-}
+SCENARIO = short_chats("two-points", rate=10, max_seqs=16)
 
 
 def window(ttft: float, requests: int = 200) -> Observation:

@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+from tests.unit.benchmarks.support import EASY
 
 from latency_tuner.convergence import baselines, blind, oracle
 from latency_tuner.convergence.evaluate import Measured, Result
@@ -21,32 +22,6 @@ from latency_tuner.core.knobs import KnobClass
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.rollout import observing
 from latency_tuner.scenario import latency_target, vllm_deployment
-
-# 24 req/s of short chats queue behind max-num-seqs 8 on an H100; 16 slots are enough.
-EASY: dict[str, Any] = {
-    "name": "easy",
-    "hardware": {"gpu": "H100-SXM", "gpus": 1},
-    "workload": {
-        "arrival": "poisson",
-        "rate": 24,
-        "promptTokens": 200,
-        "outputTokens": 40,
-        "spread": 0.25,
-    },
-    "deployment": vllm_deployment(
-        "llama", "meta-llama/Llama-3.1-8B-Instruct", ["--max-num-seqs", "8"]
-    ),
-    "latencyTarget": latency_target(
-        "llama",
-        {"ttft": {"percentile": 90, "threshold": "100ms"}},
-        knobs={
-            "maxNumSeqs": {"min": 8, "max": 32},
-            "maxNumBatchedTokens": None,
-            "gpuMemoryUtilization": None,
-        },
-        evaluation={"window": "10s", "settle": "5s", "minRequests": 50},
-    ),
-}
 
 
 def easy(**changes: Any) -> Scenario:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.unit.benchmarks.support import EASY
 
 from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.reconciler import Outcome, Reconciler
@@ -18,33 +19,6 @@ from latency_tuner.convergence.virtual import (
     VirtualNode,
 )
 from latency_tuner.convergence.world import make_world
-from latency_tuner.scenario import latency_target, vllm_deployment
-
-# 24 req/s of short chats queue behind max-num-seqs 8 on an H100; 16 slots are enough.
-EASY: dict[str, Any] = {
-    "name": "easy",
-    "hardware": {"gpu": "H100-SXM", "gpus": 1},
-    "workload": {
-        "arrival": "poisson",
-        "rate": 24,
-        "promptTokens": 200,
-        "outputTokens": 40,
-        "spread": 0.25,
-    },
-    "deployment": vllm_deployment(
-        "llama", "meta-llama/Llama-3.1-8B-Instruct", ["--max-num-seqs", "8"]
-    ),
-    "latencyTarget": latency_target(
-        "llama",
-        {"ttft": {"percentile": 90, "threshold": "100ms"}},
-        knobs={
-            "maxNumSeqs": {"min": 8, "max": 32},
-            "maxNumBatchedTokens": None,
-            "gpuMemoryUtilization": None,
-        },
-        evaluation={"window": "10s", "settle": "5s", "minRequests": 50},
-    ),
-}
 
 
 def test_the_operator_meets_an_easy_target_in_one_rollout_of_virtual_time() -> None:
