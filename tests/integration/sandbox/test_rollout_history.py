@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.integration.sandbox.support import MODEL, NAMESPACE, deployment, eventually
 
-from latency_tuner.adapters.kubernetes.client import make_api_client
+from latency_tuner.adapters.kubernetes.client import Conflict, make_api_client
 from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.controller.attribution import Action, change_annotations
 from latency_tuner.core.cluster import ContainerConfig
@@ -46,7 +46,18 @@ async def test_rollout_history_shows_each_change_the_operator_made_and_why(
         namespace=NAMESPACE, name="llm-ttft", action=Action.TRIAL, before=old, after=new,
         trial=1, knob="maxNumSeqs",
     )  # fmt: skip
-    await deployments.patch_container(before, container="vllm", config=new, annotations=cause)
+    # The sandbox's controller still writes the Deployment's status after revision 1 appears;
+    # like the operator, re-read and patch again when the guarded patch meets a newer version.
+    for _ in range(20):
+        try:
+            await deployments.patch_container(
+                before, container="vllm", config=new, annotations=cause
+            )
+            break
+        except Conflict:
+            before = await eventually(lambda: revision("1"))
+    else:
+        raise AssertionError("the Deployment kept changing under the patch")
     await eventually(lambda: revision("2"))
     history = await _kubectl(sandbox, "rollout", "history", "deployment/llm")
     assert (
