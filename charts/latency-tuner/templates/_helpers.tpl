@@ -80,10 +80,15 @@ deployments and its own LatencyTargets, and writes events.
   resources: ["latencytargets/finalizers"]
   verbs: ["patch"]
 # The tuned vLLM Deployments: watched (an in-memory index instead of a GET per reconcile),
-# read by name until the watch has them, then patch one container's args per trial.
+# read by name until the watch has them, then patch one container's args per trial. Canary
+# trials create a sibling Deployment owned by the LatencyTarget and delete it when judged.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch", "create", "delete"]
+# The quality gate's prompts: the ConfigMap a LatencyTarget names, in its own namespace.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get"]
 # CrashLoopBackOff / restarts of a trial, and pod IPs in scrape mode.
 - apiGroups: [""]
   resources: ["pods"]

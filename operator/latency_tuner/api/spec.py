@@ -525,6 +525,62 @@ class Hardware(SpecModel):
     """GPU-to-GPU interconnect: NVLink or PCIe."""
 
 
+class Strategy(StrEnum):
+    """How a trial is run: Rollout changes every pod of the Deployment and compares the window
+    before with the window after; Canary runs the change on one extra pod beside the unchanged
+    ones and compares both over the same window."""
+
+    ROLLOUT = "Rollout"
+    CANARY = "Canary"
+
+
+class QualityMode(StrEnum):
+    """What the candidate's answers are compared with: Expected (the ConfigMap's expected
+    answers, the baseline scored the same way) or Reference (the baseline's own answers at
+    temperature 0; the ConfigMap needs prompts only)."""
+
+    EXPECTED = "Expected"
+    REFERENCE = "Reference"
+
+
+class QualityMetric(StrEnum):
+    """How one answer is scored: ExactMatch (equal after case and whitespace folding),
+    Similarity (share of matching words) or NumericAnswer (the final number, for maths)."""
+
+    EXACT_MATCH = "ExactMatch"
+    SIMILARITY = "Similarity"
+    NUMERIC_ANSWER = "NumericAnswer"
+
+
+class QualityGate(SpecModel):
+    """Output quality a lossy change (quantized variant, FP8 KV cache, speculative decoding)
+    must keep before it is kept: the same prompts go to the canary and to a baseline pod at
+    temperature 0, and the candidate's score must stay within the tolerance. Runs on canary
+    trials only."""
+
+    config_map: DnsSubdomain
+    """ConfigMap in the LatencyTarget's namespace holding the prompts: key ``samples.json``, a
+    JSON list of {"prompt": "...", "expected": "..."} (expected answers are needed in mode
+    Expected only); at most 256 KiB and 200 prompts."""
+    key: Annotated[
+        str,
+        _matching(r"^[-._a-zA-Z0-9]+$", "a ConfigMap key", 253),
+        _string(r"^[-._a-zA-Z0-9]+$", 253),
+    ] = "samples.json"
+    """Key of the ConfigMap holding the samples."""
+    mode: QualityMode = QualityMode.EXPECTED
+    """Expected (against the expected answers) or Reference (against the baseline's outputs)."""
+    metric: QualityMetric = QualityMetric.SIMILARITY
+    """ExactMatch, Similarity or NumericAnswer."""
+    tolerance: float = Field(default=0.02, ge=0, le=1)
+    """How far below the baseline (Expected) or below full agreement (Reference) the
+    candidate's mean score may be, in [0, 1]."""
+    min_draft_acceptance: float | None = Field(default=None, ge=0, le=1)
+    """Speculative decoding only: the lowest share of draft tokens the canary must accept."""
+    max_tokens: int = Field(default=64, ge=1, le=1024)
+    """Tokens generated per prompt."""
+
+
 class LatencyTargetSpec(SpecModel):
     """Latency targets for a vLLM Deployment and what the operator may change to meet them."""
 
@@ -547,3 +603,13 @@ class LatencyTargetSpec(SpecModel):
     """Stop starting trials (a running trial is finished or rolled back first)."""
     on_delete: Literal["Keep", "Restore"] = "Keep"
     """On deletion, Keep the tuned arguments or Restore the original ones."""
+    strategy: Strategy | None = None
+    """Rollout or Canary; unset: Canary when the Deployment has 2 replicas or more, else
+    Rollout (status.strategy says which applied and why). A canary is a sibling Deployment
+    owned by this LatencyTarget with one pod at the trial's arguments and the same pod labels,
+    so the Service sends it one pod's share; the Deployment is one replica smaller while it
+    runs (GPUs are not over-committed) and gets that replica back after. An HPA scaling the
+    Deployment may undo the one-replica reduction (the canary is then one pod extra), and a
+    replica count changed by anyone during the trial is left as they set it."""
+    quality: QualityGate | None = None
+    """Quality gate for lossy changes on canary trials (unset: no gate)."""

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, computed_field, field_validator
 
 from latency_tuner.api._base import StatusModel
 from latency_tuner.api.durations import format_duration, parse_timestamp
+from latency_tuner.api.spec import Strategy
 
 TRIAL_HISTORY_LIMIT = 20
 """Most trials kept in status.trials (oldest dropped first); status.trialCount counts them all."""
@@ -213,6 +214,51 @@ class ContainerSnapshot(StatusModel):
     """Hash of command, args, image and GPU limit: tells this configuration apart."""
 
 
+class CanaryState(StatusModel):
+    """The canary of a trial run with strategy Canary: enough for a restarted operator to find
+    it and to give the Deployment its replica back."""
+
+    name: str
+    """Name of the canary Deployment (owned by the LatencyTarget)."""
+    main_replicas: int = Field(ge=0)
+    """The Deployment's spec.replicas when the trial started; one less while the canary runs."""
+
+
+class QualityScore(StatusModel):
+    """The quality gate's result on a trial: the candidate's answers scored."""
+
+    metric: str
+    """ExactMatch, Similarity or NumericAnswer."""
+    mode: str
+    """Expected or Reference."""
+    score: float
+    """The canary's mean score (Reference: its agreement with the baseline's answers)."""
+    baseline_score: float | None = None
+    """The baseline's mean score against the expected answers (mode Expected)."""
+    tolerance: float
+    """The spec's tolerance."""
+    samples: int = Field(ge=0)
+    """Prompts scored."""
+    passed: bool
+    """Whether the change may be kept as far as quality goes."""
+    reason: str
+    """The gate's result in words."""
+
+    @field_validator("score", "baseline_score", mode="after")
+    @classmethod
+    def _to_four_decimals(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 4)
+
+
+class AppliedStrategy(StatusModel):
+    """The strategy trials use, and why."""
+
+    name: Strategy
+    """Rollout or Canary."""
+    reason: str
+    """Why: the spec names it, or the Deployment's replica count chose it."""
+
+
 class Trial(StatusModel):
     """One change tried: what, from which value to which, measured how, and the verdict."""
 
@@ -254,6 +300,12 @@ class Trial(StatusModel):
     """Start of the trial's measurement window (RFC 3339)."""
     measurements: int = Field(default=0, ge=0)
     """Measurement windows taken so far (an inconclusive window is measured again)."""
+    strategy: Strategy | None = None
+    """How the trial runs: Rollout (null in statuses older than strategies) or Canary."""
+    canary: CanaryState | None = None
+    """The trial's canary, with strategy Canary."""
+    quality: QualityScore | None = None
+    """The quality gate's result, for a lossy change with spec.quality set."""
 
 
 class IncompatibleValue(StatusModel):
@@ -326,6 +378,8 @@ class LatencyTargetStatus(StatusModel):
     """Fingerprint of the container as the operator last left it (to notice outside changes)."""
     drift_generation: int | None = Field(default=None, ge=0)
     """The spec generation at which tuning stopped for an outside change; a newer spec resumes."""
+    strategy: AppliedStrategy | None = None
+    """The strategy the next trial uses, and why (spec.strategy, or the replica count)."""
     near_miss_at: Timestamp | None = None
     """When a window missed the targets by a little with nothing left to try: one more window
     is measured before giving up (cleared by a trial or by targets met)."""

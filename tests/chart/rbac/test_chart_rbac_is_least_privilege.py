@@ -22,10 +22,12 @@ NAMESPACED_RULES: Rules = {
     ("tuning.latencytuner.io", "latencytargets/status"): frozenset({"patch"}),
     ("tuning.latencytuner.io", "latencytargets/finalizers"): frozenset({"patch"}),
     # Deployments are watched (an index), read by name until the watch has them, and one
-    # container is patched.
-    ("apps", "deployments"): READ | {"patch"},
+    # container is patched; a canary trial creates its own Deployment and deletes it.
+    ("apps", "deployments"): READ | {"patch", "create", "delete"},
     # The Deployment's pods by label selector: crash loops, restarts, IPs for scraping.
     ("", "pods"): frozenset({"list"}),
+    # The quality gate's prompts: the ConfigMap a LatencyTarget names, in its namespace.
+    ("", "configmaps"): frozenset({"get"}),
     ("", "events"): frozenset({"create", "patch"}),
     ("events.k8s.io", "events"): frozenset({"create", "patch"}),
 }
@@ -110,9 +112,9 @@ def test_no_option_set_grants_a_wildcard_or_secrets(render: Render, option_set: 
             for word in (*rule["apiGroups"], *rule["resources"], *rule["verbs"]):
                 assert "*" not in word, f"wildcard in {role['metadata']['name']}: {rule}"
             assert "secrets" not in rule["resources"]
-            assert not {"delete", "deletecollection", "escalate", "bind", "impersonate"} & set(
-                rule["verbs"]
-            )
+            assert not {"deletecollection", "escalate", "bind", "impersonate"} & set(rule["verbs"])
+            # Deleting is granted on Deployments alone: the canaries the operator made.
+            assert "delete" not in rule["verbs"] or rule["resources"] == ["deployments"]
 
 
 def test_every_binding_names_a_rendered_role_and_the_operators_service_account(
