@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from latency_tuner.core.promql import LabelMatcher, escape_regex
 
 CANARY_LABEL = "latency-tuner.io/canary-of"
 TARGET_LABEL = "latency-tuner.io/target"
@@ -134,3 +136,30 @@ def is_canary_of(obj: Mapping[str, Any], deployment: str, owner: Owner) -> bool:
     return metadata.get("name") == canary_name(deployment, owner.name) and any(
         r.get("uid") == owner.uid and r.get("controller") for r in refs
     )
+
+
+def pod_selector(deployment_labels: Mapping[str, str]) -> str:
+    """The label selector of a Deployment's own pods: its ``matchLabels``, and, for a main
+    Deployment, not a canary's pods (they carry the main pods' labels to join the Service)."""
+    terms = [f"{k}={v}" for k, v in sorted(deployment_labels.items())]
+    if CANARY_LABEL not in deployment_labels:
+        terms.append(f"!{CANARY_LABEL}")
+    return ",".join(terms)
+
+
+def canary_pods(canary: str) -> LabelMatcher:
+    """The canary's pods: ``<canary>-<replicaset hash>-<suffix>``."""
+    return LabelMatcher("pod", "=~", f"{escape_regex(canary)}-[a-z0-9]+-[a-z0-9]+")
+
+
+def arms(
+    selector: Sequence[LabelMatcher], canary: str
+) -> tuple[tuple[LabelMatcher, ...], tuple[LabelMatcher, ...]]:
+    """The series of each arm of a canary trial, from the Deployment's ``selector``: the
+    canary's pods (the selector's matchers but those on the pod name, which speak of the main
+    Deployment's pod names, plus the canary's pod names) and the baseline's (the selector
+    without the canary's pods: a spec's matchers, ``pod=~"llama-.*"`` or
+    ``model_name="llama"``, may select the canary's pods too)."""
+    others = tuple(m for m in selector if m.label != "pod")
+    baseline = (*selector, LabelMatcher("pod", "!~", f"{escape_regex(canary)}-.*"))
+    return (*others, canary_pods(canary)), baseline

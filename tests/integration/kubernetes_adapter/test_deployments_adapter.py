@@ -17,6 +17,7 @@ from latency_tuner.adapters.kubernetes.deployments import (
     Deployments,
     DeploymentView,
 )
+from latency_tuner.core.canary import CANARY_LABEL
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.sandbox.apiserver import ApiServer
 
@@ -221,14 +222,19 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
             **container_status(restartCount=0, state={"running": {}}),
         },
         "other-app": {"phase": "Running"},
+        "llama-canary-1": {"phase": "Running"},
     }
     for name, status in statuses.items():
-        await api.create(pod(name, app="other" if name == "other-app" else "llama"))
+        made = pod(name, app="other" if name == "other-app" else "llama")
+        if name == "llama-canary-1":  # a canary's pod: the main pods' labels and its own
+            made["metadata"]["labels"][CANARY_LABEL] = "llama"
+        await api.create(made)
         await api.patch("v1", "Pod", name, {"status": status}, namespace=NS, subresource="status")
     deployments = adapter(api, tmp_path)
     view = await read(deployments)
     facts = {p.name: p for p in await deployments.pods(view, container="vllm", gpu_resource=GPU)}
-    assert set(facts) == {"llama-crash", "llama-oom", "llama-ok"}  # by the selector
+    # By the selector, without the canary's pod.
+    assert set(facts) == {"llama-crash", "llama-oom", "llama-ok"}
     crash, oom, ok = facts["llama-crash"], facts["llama-oom"], facts["llama-ok"]
     assert crash.problem == "CrashLoopBackOff (last exit: Error, code 1)"
     assert crash.restarts == 5

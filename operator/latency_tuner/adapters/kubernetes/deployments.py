@@ -20,6 +20,7 @@ from latency_tuner.controller.deployment import (
     container_config,
 )
 from latency_tuner.controller.errors import ContainerNotFound
+from latency_tuner.core.canary import pod_selector
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, container_patch
 
 VLLM_PORT = 8000  # vLLM's default --port
@@ -48,7 +49,8 @@ class Deployments:
     async def pods(
         self, deployment: DeploymentView, *, container: str | None, gpu_resource: str
     ) -> tuple[PodFacts, ...]:
-        selector = ",".join(f"{k}={v}" for k, v in sorted(deployment.match_labels.items()))
+        # A canary's pods carry the main pods' labels: the main Deployment's own exclude them.
+        selector = pod_selector(deployment.match_labels)
         listing = await self._calls.run(
             raw, self._core.list_namespaced_pod, deployment.namespace, label_selector=selector
         )
