@@ -39,6 +39,7 @@ class Phase(StrEnum):
     SETTLING = "Settling"  # rollout ready; ignoring warm-up time (prefix cache, CUDA graphs)
     MEASURING = "Measuring"  # collecting the trial's after-window
     ROLLING_BACK = "RollingBack"  # the trial did not help (or failed): restoring its before
+    PROMOTING = "Promoting"  # a canary was kept: the Deployment takes its arguments
     CONVERGED = "Converged"  # targets met; re-checked after the cooldown
     PAUSED = "Paused"  # spec.paused, or mode Off / Recommend with nothing to apply
     EXHAUSTED = "Exhausted"  # targets missed and nothing safe left to try (or maxTrials hit)

@@ -15,3 +15,7 @@ class ContainerNotFound(ClusterError):
 
 class MetricsUnavailable(Exception):
     """The metrics source could not answer; the observation is unknown, not empty."""
+
+
+class NameTaken(ClusterError):
+    """An object the operator would create exists and is not the operator's."""

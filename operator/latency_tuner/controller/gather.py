@@ -3,23 +3,32 @@ windows ``core.rollout.windows_needed`` asks for. Read through the ports; decide
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 
 from latency_tuner.api.durations import parse_timestamp
-from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.spec import LatencyTargetSpec, QualityMode
 from latency_tuner.api.status import LatencyTargetStatus, Phase
-from latency_tuner.controller.errors import ClusterError, ContainerNotFound, MetricsUnavailable
+from latency_tuner.controller.deployment import DeploymentView
+from latency_tuner.controller.errors import (
+    ClusterError,
+    ContainerNotFound,
+    MetricsUnavailable,
+    NameTaken,
+)
 from latency_tuner.controller.ports import (
     LatencyTargets,
     MetricsSource,
     Ports,
     RecentMetricsSource,
 )
+from latency_tuner.core.canary import Owner, arms, canary_name
 from latency_tuner.core.cluster import PodFacts
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.promql import LabelMatcher, default_matchers
+from latency_tuner.core.quality.samples import InvalidSamples, parse_samples
 from latency_tuner.core.rollout import (
     Blocked,
     Blocker,
@@ -30,6 +39,14 @@ from latency_tuner.core.rollout import (
     WindowResult,
     Windows,
     windows_needed,
+)
+from latency_tuner.core.rollout.canary import quality_needed
+from latency_tuner.core.rollout.facts import (
+    CanaryFacts,
+    QualityAnswers,
+    QualityFacts,
+    QualityFailure,
+    is_canary,
 )
 from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
@@ -53,8 +70,10 @@ async def gather(
     now: datetime,
     *,
     claims: Claims | None = None,
+    owner: Owner | None = None,
 ) -> Facts:
-    """What ``decide`` needs this round. ``claims``: see ``owner_conflict``."""
+    """What ``decide`` needs this round. ``claims``: see ``owner_conflict``. ``owner``: the
+    LatencyTarget as a canary's owner (None: no canaries)."""
     view = await ports.deployments.get(namespace=namespace, name=spec.target_ref.name)
     if view is None:
         return Blocked(Blocker.DEPLOYMENT_NOT_FOUND)
@@ -80,6 +99,14 @@ async def gather(
         return Blocked(Blocker.NOT_VLLM, str(exc), await hardware(ports, spec, pods))
     if ports.pods_seen is not None:
         ports.pods_seen(namespace, name, pods)
+    can_canary = ports.canaries is not None and owner is not None
+    canary: CanaryFacts | None = None
+    canary_pods: tuple[PodFacts, ...] = ()
+    if owner is not None:
+        canary, canary_pods = await canary_facts(ports, spec, status, view, owner, resource)
+    answers = None
+    if quality_due(spec, status, now):
+        answers = await quality_answers(ports, spec, namespace, command_line, pods, canary_pods)
     return Ready(
         deployment=view.obj,
         container_index=index,
@@ -90,6 +117,92 @@ async def gather(
         controller_owner=view.controller,
         gpu_resource=resource,
         windows=await windows(ports, spec, status, namespace, name, now),
+        canary_name=canary_name(view.name, name) if can_canary else None,
+        canary=canary,
+        quality=answers,
+    )
+
+
+async def canary_facts(
+    ports: Ports,
+    spec: LatencyTargetSpec,
+    status: LatencyTargetStatus,
+    main: DeploymentView,
+    owner: Owner,
+    resource: str,
+) -> tuple[CanaryFacts | None, tuple[PodFacts, ...]]:
+    """The trial's canary and its pods, while a canary trial is in flight."""
+    if not is_canary(status.current_trial) or ports.canaries is None:
+        return None, ()
+    try:
+        found = await ports.canaries.get(main, owner)
+    except NameTaken as exc:
+        return CanaryFacts(exists=False, taken=str(exc)), ()
+    if found is None:
+        return CanaryFacts(exists=False), ()
+    pods = await ports.deployments.pods(
+        found, container=spec.target_ref.container, gpu_resource=resource
+    )
+    config = found.container_config(spec.target_ref.container, resource)
+    rollout = found.rollout(pods)
+    facts = CanaryFacts(
+        exists=True, fingerprint=config.fingerprint(), replicas=rollout.replicas, rollout=rollout
+    )
+    return facts, pods
+
+
+def quality_due(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> bool:
+    """The quality gate's answers are wanted: asked for by the phase, and warm-up over."""
+    trial = status.current_trial
+    if not quality_needed(spec, status) or trial is None or trial.ready_at is None:
+        return False
+    ready = parse_timestamp(trial.ready_at).timestamp()
+    return now.timestamp() - ready >= spec.evaluation.settle_seconds
+
+
+def _url(pod: PodFacts) -> str | None:
+    if not pod.ready or pod.ip is None or pod.metrics_port is None:
+        return None
+    host = f"[{pod.ip}]" if ":" in pod.ip else pod.ip
+    return f"http://{host}:{pod.metrics_port}"
+
+
+async def quality_answers(
+    ports: Ports,
+    spec: LatencyTargetSpec,
+    namespace: str,
+    command_line: VllmCommandLine,
+    main_pods: Sequence[PodFacts],
+    canary_pods: Sequence[PodFacts],
+) -> QualityFacts:
+    """The samples of ``spec.quality``'s ConfigMap (in the target's own namespace) answered by
+    a ready canary pod and a ready baseline pod, one prompt at a time, at temperature 0."""
+    gate = spec.quality
+    if gate is None or ports.quality is None:
+        return QualityFailure("this operator cannot run the quality gate")
+    try:
+        text = await ports.quality.samples(namespace=namespace, name=gate.config_map, key=gate.key)
+        samples = parse_samples(text, need_expected=gate.mode is QualityMode.EXPECTED)
+    except InvalidSamples as exc:
+        return QualityFailure(str(exc))
+    except ClusterError as exc:
+        return QualityFailure(f"reading ConfigMap {gate.config_map}: {exc}")
+    canary_url = next((u for p in canary_pods if (u := _url(p))), None)
+    baseline_url = next((u for p in main_pods if (u := _url(p))), None)
+    if canary_url is None or baseline_url is None:
+        return QualityFailure("no ready canary or baseline pod to ask")
+    model = command_line.served_model_name or command_line.model or ""
+    prompts = [s.prompt for s in samples]
+    (canary, canary_errors), (baseline, baseline_errors) = await asyncio.gather(
+        ports.quality.answers(canary_url, model, prompts, max_tokens=gate.max_tokens),
+        ports.quality.answers(baseline_url, model, prompts, max_tokens=gate.max_tokens),
+    )
+    errors = [f"canary {e}" for e in canary_errors] + [f"baseline {e}" for e in baseline_errors]
+    return QualityAnswers(
+        expected=tuple(s.expected for s in samples),
+        canary=tuple(canary),
+        baseline=tuple(baseline),
+        errors=tuple(errors),
     )
 
 
@@ -180,6 +293,10 @@ async def windows(
     except MetricsUnavailable as exc:
         return Windows(current=MetricsFailure(str(exc)))
     matchers = selector(spec, namespace)
+    by_arm = {"main": tuple(matchers)}
+    trial = status.current_trial
+    if is_canary(trial) and trial is not None and trial.canary is not None:
+        by_arm["canary"], by_arm["baseline"] = arms(matchers, trial.canary.name)
     wanted = windows_needed(spec, status, now)
     shared = shares_instant(source, status, now, spec.evaluation.window_seconds)
 
@@ -189,7 +306,7 @@ async def windows(
             observe = shared.observe_recent
         try:
             return await observe(
-                matchers=matchers,
+                matchers=by_arm.get(window.arm, by_arm["main"]),
                 window_seconds=window.seconds,
                 percentiles=percentiles(spec),
                 end=window.end,

@@ -16,7 +16,13 @@ from typing import Any, Protocol, runtime_checkable
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, DeploymentView
-from latency_tuner.controller.errors import ClusterError, MetricsUnavailable, StaleWrite
+from latency_tuner.controller.errors import (
+    ClusterError,
+    MetricsUnavailable,
+    NameTaken,
+    StaleWrite,
+)
+from latency_tuner.core.canary import Owner
 from latency_tuner.core.cluster import ContainerConfig, PodFacts
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import LabelMatcher
@@ -54,6 +60,50 @@ class Deployments(Protocol):
     ) -> DeploymentView:
         """Move the container to ``config`` and set ``annotations`` on the Deployment (who
         changed it and why); ``StaleWrite`` if it changed since ``deployment`` was read."""
+        ...
+
+
+class CanaryDeployments(Protocol):
+    """A trial's canary Deployment, found by the main Deployment and the owning target."""
+
+    async def get(self, main: DeploymentView, owner: Owner) -> DeploymentView | None:
+        """The canary, None when there is none; ``NameTaken`` when its name is someone
+        else's Deployment."""
+        ...
+
+    async def ensure(
+        self,
+        main: DeploymentView,
+        owner: Owner,
+        *,
+        container: str | None,
+        config: ContainerConfig,
+        gpu_resource: str,
+        annotations: dict[str, str] | None = None,
+    ) -> DeploymentView:
+        """The canary at ``config`` with one replica (created if missing)."""
+        ...
+
+    async def scale(self, deployment: DeploymentView, replicas: int) -> DeploymentView:
+        """Set a Deployment's spec.replicas; ``StaleWrite`` if it changed since read."""
+        ...
+
+    async def remove(self, main: DeploymentView, owner: Owner) -> bool:
+        """Delete the canary if it exists and is ours."""
+        ...
+
+
+class QualityProbe(Protocol):
+    """What the quality gate reads: the tenant's samples and the pods' answers."""
+
+    async def samples(self, *, namespace: str, name: str, key: str) -> str:
+        """The ConfigMap value; ``InvalidSamples`` when missing or too large."""
+        ...
+
+    async def answers(
+        self, base_url: str, model: str, prompts: Sequence[str], *, max_tokens: int
+    ) -> tuple[list[str | None], list[str]]:
+        """One greedy answer per prompt (None where none came) and why some are missing."""
         ...
 
 
@@ -138,9 +188,12 @@ class Ports:
     clock: Clock = field(default=wall_clock)
     gpu_resource: str = DEFAULT_GPU_RESOURCE  # operator-wide; the spec's TP section may override
     pods_seen: PodsSeen | None = None
+    canaries: CanaryDeployments | None = None  # None: trials roll out (no canaries)
+    quality: QualityProbe | None = None  # None: no quality gate can run
 
 
 __all__ = [
+    "CanaryDeployments",
     "Clock",
     "ClusterError",
     "Deployments",
@@ -148,10 +201,12 @@ __all__ = [
     "MetricsFor",
     "MetricsSource",
     "MetricsUnavailable",
+    "NameTaken",
     "NodeGpu",
     "Nodes",
     "PodsSeen",
     "Ports",
+    "QualityProbe",
     "RecentMetricsSource",
     "StaleWrite",
     "wall_clock",

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from latency_tuner.api.conditions import ConditionType, set_condition
-from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
+from latency_tuner.api.resource import API_VERSION, KIND, InvalidLatencyTarget, LatencyTarget
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus, Phase
 from latency_tuner.controller.attribution import CHANGE_CAUSE, Action, change_annotations
@@ -25,6 +25,7 @@ from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.errors import StaleWrite
 from latency_tuner.controller.gather import Claims, gather, gpu_resource
 from latency_tuner.controller.ports import Ports
+from latency_tuner.core.canary import Owner
 from latency_tuner.core.rollout import (
     Decision,
     Facts,
@@ -84,12 +85,15 @@ class Reconciler:
             await self._invalid_spec(namespace, name, generation, status, exc, outcome)
             return outcome
         spec = target.spec
+        owner = owner_of(fresh) if self.ports.canaries is not None else None
         facts: Facts | None = None
         now, seen = self.ports.clock(), status
         for _ in range(MAX_STEPS):
             if facts is None or not reusable(spec, seen, status, now):
                 now = self.ports.clock()
-                facts = await gather(self.ports, spec, status, namespace, name, now, claims=claims)
+                facts = await gather(
+                    self.ports, spec, status, namespace, name, now, claims=claims, owner=owner
+                )
                 seen = status
             decision = decide(spec, generation, status, facts, now)
             outcome.reasons.append(decision.reason)
@@ -100,12 +104,17 @@ class Reconciler:
                 )
             outcome.notes.extend(decision.notes)
             outcome.status = status = decision.status
+            seen_facts = facts
             if decision.apply is not None:
                 if not await self._apply(
                     decision, spec, facts, outcome, generation, namespace, name
                 ):
                     break
                 facts = None  # the world changed: gather again
+            if decision.canary is not None and owner is not None:
+                if not await self._canary(decision, spec, seen_facts, outcome, owner, generation):
+                    break
+                facts = None
             if not decision.again:
                 break
         return outcome
@@ -183,6 +192,60 @@ class Reconciler:
         outcome.changes.append(annotations[CHANGE_CAUSE])
         return True
 
+    async def _canary(
+        self,
+        decision: Decision,
+        spec: LatencyTargetSpec,
+        facts: Facts | None,
+        outcome: Outcome,
+        owner: Owner,
+        generation: int,
+    ) -> bool:
+        """Move the canary and the main Deployment's replicas where the decision wants them:
+        create or move the canary, then the replica count, then remove the canary."""
+        assert decision.canary is not None and isinstance(facts, Ready)
+        assert self.ports.canaries is not None
+        action, canaries = decision.canary, self.ports.canaries
+        namespace, name = owner_namespace(facts), owner.name
+        main = DeploymentView(dict(facts.deployment))
+        trial = decision.status.current_trial
+        try:
+            if action.ensure is not None:
+                # The canary's container comes from the status too: the same refusal applies.
+                refusal = change_refusal(
+                    facts.container, action.ensure, spec, allowed_images=self.variant_images
+                )
+                if refusal is not None:
+                    await self._refuse(refusal, generation, namespace, name, outcome)
+                    return False
+                annotations = change_annotations(
+                    namespace=namespace,
+                    name=name,
+                    action=Action.TRIAL,
+                    before=facts.container,
+                    after=action.ensure,
+                    trial=trial.id if trial else None,
+                    knob=trial.knob if trial else None,
+                )
+                await canaries.ensure(
+                    main,
+                    owner,
+                    container=spec.target_ref.container,
+                    config=action.ensure,
+                    gpu_resource=gpu_resource(self.ports, spec),
+                    annotations=dict(annotations),
+                )
+                outcome.changes.append(f"canary: {annotations[CHANGE_CAUSE]}")
+            if action.main_replicas is not None and main.rollout().replicas != action.main_replicas:
+                await canaries.scale(main, action.main_replicas)
+                outcome.changes.append(f"Deployment {main.name}: {action.main_replicas} replicas")
+            if action.remove and await canaries.remove(main, owner):
+                outcome.changes.append(f"canary of {main.name} removed")
+        except StaleWrite:
+            log.info("Deployment %s changed while moving its canary; retrying", main.name)
+            return False
+        return True
+
     async def _refuse(
         self, refusal: str, generation: int, namespace: str, name: str, outcome: Outcome
     ) -> None:
@@ -203,6 +266,21 @@ class Reconciler:
             outcome.notes.append(Reason.CHANGE_REFUSED.note(message))
         outcome.status = new
         log.warning("%s/%s: %s", namespace, name, message)
+
+
+def owner_of(obj: Mapping[str, Any]) -> Owner:
+    """The LatencyTarget as the owner of the canaries it makes."""
+    meta = obj.get("metadata") or {}
+    return Owner(
+        api_version=str(obj.get("apiVersion") or API_VERSION),
+        kind=str(obj.get("kind") or KIND),
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+    )
+
+
+def owner_namespace(facts: Ready) -> str:
+    return str((facts.deployment.get("metadata") or {}).get("namespace", ""))
 
 
 def reusable(

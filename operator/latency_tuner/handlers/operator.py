@@ -24,7 +24,10 @@ from typing import Any, TypeVar
 import kopf
 from prometheus_client import start_http_server
 
+from latency_tuner.adapters.inference.probe import PodQualityProbe
+from latency_tuner.adapters.kubernetes.canaries import Canaries
 from latency_tuner.adapters.kubernetes.client import Conflict, KubernetesError, make_api_client
+from latency_tuner.adapters.kubernetes.configmaps import ConfigMaps
 from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
 from latency_tuner.adapters.kubernetes.nodes import Nodes
@@ -44,7 +47,7 @@ from latency_tuner.controller.attribution import (
     changed_arguments,
 )
 from latency_tuner.controller.ports import MetricsFor, Ports
-from latency_tuner.controller.reconciler import Reconciler
+from latency_tuner.controller.reconciler import Reconciler, owner_of
 from latency_tuner.core.rollout import Note, Reason, baseline_container
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
 from latency_tuner.handlers import caches
@@ -97,6 +100,7 @@ def build_registry(
         memo.deployments = Deployments(api_client)
         memo.indexed = IndexedDeployments(memo.deployments)
         memo.latencytargets = LatencyTargets(api_client)
+        memo.canaries = Canaries(api_client, memo.deployments)
         memo.reconciler = Reconciler(
             Ports(
                 deployments=memo.indexed,
@@ -104,6 +108,8 @@ def build_registry(
                 latencytargets=memo.latencytargets,
                 metrics_for=metrics_for or _metrics_factory(config, scrape),
                 pods_seen=scrape.pods_seen if scrape is not None else None,
+                canaries=memo.canaries,
+                quality=PodQualityProbe(ConfigMaps(api_client)),
             ),
             variant_images=config.variant_images,
         )
@@ -152,6 +158,12 @@ def build_registry(
     async def restore(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await _restore(body, memo)
 
+    @kopf.on.delete(*resource, registry=registry, when=_canary_in_flight)
+    async def remove_canary(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        async with memo.locks[(namespace, name)]:
+            await _remove_canary(body, memo)
+
     @kopf.on.delete(*resource, registry=registry, optional=True)
     async def forget(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -181,6 +193,36 @@ def connection_info(c: Any) -> kopf.ConnectionInfo:
 
 def _restore_wanted(spec: kopf.Spec, **_: Any) -> bool:
     return spec.get("onDelete") == "Restore"
+
+
+def _canary_in_flight(status: kopf.Status, **_: Any) -> bool:
+    # A finalizer while a canary runs: its removal and the replica given back must not wait
+    # for the garbage collector (the ownerReference), nor depend on one.
+    return bool((status.get("currentTrial") or {}).get("canary"))
+
+
+async def _remove_canary(body: kopf.Body, memo: kopf.Memo) -> None:
+    """Remove a canary trial's canary and give the main Deployment its replica back."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    fresh = await memo.latencytargets.get(namespace=namespace, name=name)
+    status = LatencyTargetStatus.model_validate((fresh or body).get("status") or {})
+    trial = status.current_trial
+    if trial is None or trial.canary is None:
+        return
+    ref = (body.get("spec") or {}).get("targetRef") or {}
+    deployments: Deployments = memo.deployments
+    main = await deployments.get(namespace=namespace, name=ref.get("name", ""))
+    if main is None:
+        return
+    canaries: Canaries = memo.canaries
+    try:
+        removed = await canaries.remove(main, owner_of(dict(fresh or body)))
+        if main.rollout().replicas == trial.canary.main_replicas - 1:
+            await canaries.scale(main, trial.canary.main_replicas)
+    except Conflict as exc:
+        raise kopf.TemporaryError("the Deployment changed while removing the canary", 2) from exc
+    if removed:
+        log.info("%s/%s: removed canary %s on deletion", namespace, name, trial.canary.name)
 
 
 def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> MetricsFor:
@@ -346,6 +388,7 @@ async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     # Under the object's lock: a reconcile in flight must not patch after the restore.
     async with memo.locks[(namespace, name)]:
+        await _remove_canary(body, memo)  # a canary in flight goes first
         fresh = await memo.latencytargets.get(namespace=namespace, name=name)
         if fresh is not None:
             status = LatencyTargetStatus.model_validate(fresh.get("status") or {})

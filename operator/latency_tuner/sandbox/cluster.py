@@ -167,7 +167,12 @@ class Sandbox:
     def _endpoints(self) -> list[str]:
         if self.runner is None or self.scenario is None:
             return []
-        return self.runner.endpoints(self.namespace, self.scenario.deployment_name)
+        # A Service selecting the Deployment's pod labels: canary pods included.
+        manifest = self.scenario.deployment_manifest()
+        selector = (manifest["spec"].get("selector") or {}).get("matchLabels")
+        if not selector:
+            return self.runner.endpoints(self.namespace, self.scenario.deployment_name)
+        return self.runner.endpoints(self.namespace, labels=selector)
 
     # -- what the operator and tests use ---------------------------------------------------------
 

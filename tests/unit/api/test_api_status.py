@@ -33,6 +33,7 @@ def test_the_phases_are_the_documented_ones() -> None:
         "Settling",
         "Measuring",
         "RollingBack",
+        "Promoting",
         "Converged",
         "Paused",
         "Exhausted",

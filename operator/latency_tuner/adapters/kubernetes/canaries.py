@@ -17,11 +17,12 @@ import kubernetes
 from latency_tuner.adapters.kubernetes.client import KubernetesError, NotFound, raw
 from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, DeploymentView
+from latency_tuner.controller.errors import NameTaken
 from latency_tuner.core.canary import Owner, canary_deployment, canary_name, is_canary_of
 from latency_tuner.core.cluster import ContainerConfig
 
 
-class CanaryNameTaken(KubernetesError):
+class CanaryNameTaken(KubernetesError, NameTaken):
     """A Deployment with the canary's name exists and is not this LatencyTarget's."""
 
 

@@ -34,6 +34,8 @@ class Reason(StrEnum):
     INCONCLUSIVE = "Inconclusive"
     REVERTING = "Reverting"
     ROLLED_BACK = "RolledBack"
+    PROMOTED = "Promoted"  # a kept canary's arguments are on the Deployment
+    QUALITY_GATE_FAILED = "QualityGateFailed"  # a lossy change answered worse: not kept
     # The finalizer.
     RESTORED = "Restored"
 
@@ -62,6 +64,7 @@ _WARNINGS = frozenset(
         Reason.DRIFT,
         Reason.EXHAUSTED,
         Reason.TRIAL_FAILED,
+        Reason.QUALITY_GATE_FAILED,
     }
 )
 

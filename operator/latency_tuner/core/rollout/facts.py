@@ -15,14 +15,17 @@ from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from latency_tuner.api.durations import parse_timestamp
-from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.api.spec import LatencyTargetSpec, Strategy
+from latency_tuner.api.status import LatencyTargetStatus, Phase, Trial
 from latency_tuner.core.cluster import ContainerConfig, RolloutFacts
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.vllm.args import VllmCommandLine
 
 BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its noise
+# Intervals of a canary's window, one sample per arm each (Mann-Whitney: 6 against 6 can reach
+# p = 0.002; 5 against 5 is the least ``core.sidebyside`` judges on).
+CANARY_INTERVALS = 6
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"  # the operator-wide default; the spec's TP may name another
 
 T = TypeVar("T")
@@ -41,10 +44,13 @@ WindowResult = ObservationResult | MetricsFailure
 
 @dataclass(frozen=True)
 class Window:
-    """A measurement window ``[end - seconds, end]``, times in unix seconds."""
+    """A measurement window ``[end - seconds, end]``, times in unix seconds, of the main
+    Deployment's pods (``arm`` "main"), or, in a canary trial, of the canary's pods
+    ("canary") or the main Deployment's without the canary ("baseline")."""
 
     end: float
     seconds: float
+    arm: str = "main"
 
 
 @dataclass(frozen=True)
@@ -57,11 +63,13 @@ class Windows(Generic[T]):
     trial: T | None = None
     baseline: T | None = None
     baseline_parts: tuple[T, ...] = ()
+    canary_arm: tuple[T, ...] = ()  # a canary trial's window, interval by interval
+    baseline_arm: tuple[T, ...] = ()  # the same intervals of the baseline pods
 
     def all(self) -> list[T]:
         """Every window, in a fixed order (``map`` rebuilds from it)."""
         named = [w for w in (self.current, self.trial, self.baseline) if w is not None]
-        return [*named, *self.baseline_parts]
+        return [*named, *self.baseline_parts, *self.canary_arm, *self.baseline_arm]
 
     def fill(self, results: Sequence[U]) -> Windows[U]:
         """The same windows, each replaced by its result; ``results`` in ``all``'s order."""
@@ -71,7 +79,14 @@ class Windows(Generic[T]):
             trial=None if self.trial is None else next(it),
             baseline=None if self.baseline is None else next(it),
             baseline_parts=tuple(next(it) for _ in self.baseline_parts),
+            canary_arm=tuple(next(it) for _ in self.canary_arm),
+            baseline_arm=tuple(next(it) for _ in self.baseline_arm),
         )
+
+
+def is_canary(trial: Trial | None) -> bool:
+    """Whether ``trial`` runs as a canary (its state recorded: a restart finds the canary)."""
+    return trial is not None and trial.strategy is Strategy.CANARY and trial.canary is not None
 
 
 def windows_needed(
@@ -79,10 +94,20 @@ def windows_needed(
 ) -> Windows[Window]:
     """The metrics windows ``decide`` will want this round."""
     length = spec.evaluation.window_seconds
-    current = Window(now.timestamp(), length)
     trial = status.current_trial
+    # While a canary runs, the Deployment's own window leaves the canary's pods out.
+    current = Window(now.timestamp(), length, "baseline" if is_canary(trial) else "main")
     if status.phase is Phase.MEASURING and trial is not None and trial.measure_started_at:
         start = parse_timestamp(trial.measure_started_at).timestamp()
+        if now.timestamp() >= start + length and is_canary(trial):
+            # Side by side: both arms over the same intervals of the trial's window.
+            step = length / CANARY_INTERVALS
+            ends = [start + (i + 1) * step for i in range(CANARY_INTERVALS)]
+            return Windows(
+                current=Window(now.timestamp(), length, "baseline"),
+                canary_arm=tuple(Window(end, step, "canary") for end in ends),
+                baseline_arm=tuple(Window(end, step, "baseline") for end in ends),
+            )
         if now.timestamp() >= start + length:
             began = parse_timestamp(trial.started_at).timestamp()
             part = length / BASELINE_SUBWINDOWS
@@ -118,6 +143,37 @@ class Blocked:
 
 
 @dataclass(frozen=True)
+class CanaryFacts:
+    """The trial's canary Deployment as read this round."""
+
+    exists: bool
+    fingerprint: str | None = None  # its vLLM container's configuration
+    replicas: int = 0  # its spec.replicas
+    rollout: RolloutFacts | None = None  # with its pods
+    taken: str | None = None  # a Deployment not ours holds the canary's name: why
+
+
+@dataclass(frozen=True)
+class QualityAnswers:
+    """The quality gate's prompts answered by the canary and by a baseline pod."""
+
+    expected: tuple[str | None, ...]
+    canary: tuple[str | None, ...]
+    baseline: tuple[str | None, ...]
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class QualityFailure:
+    """The gate could not run: no usable samples, no ready pod to ask."""
+
+    message: str
+
+
+QualityFacts = QualityAnswers | QualityFailure
+
+
+@dataclass(frozen=True)
 class Ready:
     """Everything a phase reads: the Deployment, its vLLM container and rollout, the GPUs and
     the measured windows."""
@@ -131,6 +187,9 @@ class Ready:
     controller_owner: str | None = None  # "InferenceService/llama" when another controller owns it
     gpu_resource: str = DEFAULT_GPU_RESOURCE
     windows: Windows[WindowResult] = field(default_factory=Windows)
+    canary_name: str | None = None  # the canary this target would run; None: no canaries here
+    canary: CanaryFacts | None = None  # the canary as it stands, during a canary trial
+    quality: QualityFacts | None = None  # the quality gate's answers, when a phase asked
 
 
 Facts = Blocked | Ready

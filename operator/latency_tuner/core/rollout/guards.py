@@ -10,8 +10,16 @@ from latency_tuner.api.status import Phase, Trial, Verdict, with_trial
 from latency_tuner.core.diagnosis import NotVllm, diagnose
 from latency_tuner.core.observation import NoData
 from latency_tuner.core.rollout.events import Reason
-from latency_tuner.core.rollout.facts import Blocked, Blocker, MetricsFailure, Ready, WindowResult
+from latency_tuner.core.rollout.facts import (
+    Blocked,
+    Blocker,
+    MetricsFailure,
+    Ready,
+    WindowResult,
+    is_canary,
+)
 from latency_tuner.core.rollout.state import Decision, Round
+from latency_tuner.core.rollout.strategy import choose_strategy
 from latency_tuner.core.rollout.values import diagnosis_status
 from latency_tuner.core.saturation import busy, flow, saturated
 from latency_tuner.core.signals import lowest_bucket_warning
@@ -79,6 +87,18 @@ def ready(r: Round, facts: Ready) -> None:
     r.condition(ConditionType.READY, True, "Ready", message)
 
 
+def strategy(r: Round, facts: Ready) -> None:
+    """Between trials, the strategy the next one will use and why (status.strategy); a trial
+    in flight keeps the one it started with (its canary shrinks the Deployment meanwhile)."""
+    if r.status.current_trial is not None:
+        return
+    chosen = choose_strategy(
+        r.spec, facts.deployment, canary_supported=facts.canary_name is not None
+    )
+    if r.status.strategy != chosen:
+        r.update(strategy=chosen)
+
+
 def metrics_condition(r: Round, current: WindowResult | None) -> None:
     minimum = r.spec.evaluation.min_requests
     if current is None:
@@ -133,6 +153,8 @@ def resume(r: Round) -> None:
     was_paused = r.status.phase is Phase.PAUSED
     if trial is None:
         r.phase(Phase.OBSERVING)
+    elif trial.verdict is Verdict.KEEP and is_canary(trial):
+        r.phase(Phase.PROMOTING)  # a kept canary is promoted, never dropped
     elif trial.verdict is not None:
         r.phase(Phase.ROLLING_BACK)
     else:

@@ -8,8 +8,8 @@ from datetime import datetime
 from latency_tuner.api.conditions import ConditionType
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus, Phase
-from latency_tuner.core.rollout import guards
-from latency_tuner.core.rollout.facts import Blocked, Facts, Ready
+from latency_tuner.core.rollout import canary, guards
+from latency_tuner.core.rollout.facts import Blocked, Facts, Ready, is_canary
 from latency_tuner.core.rollout.observing import observing
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.trial import (
@@ -26,12 +26,19 @@ TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
     ),
     Phase.ROLLING_OUT: frozenset({Phase.ROLLING_OUT, Phase.SETTLING, Phase.ROLLING_BACK}),
     Phase.SETTLING: frozenset({Phase.SETTLING, Phase.MEASURING, Phase.ROLLING_BACK}),
-    Phase.MEASURING: frozenset({Phase.MEASURING, Phase.OBSERVING, Phase.ROLLING_BACK}),
+    Phase.MEASURING: frozenset(
+        {Phase.MEASURING, Phase.OBSERVING, Phase.ROLLING_BACK, Phase.PROMOTING}
+    ),
     Phase.ROLLING_BACK: frozenset({Phase.ROLLING_BACK, Phase.OBSERVING}),
+    Phase.PROMOTING: frozenset({Phase.PROMOTING, Phase.OBSERVING, Phase.ROLLING_BACK}),
     Phase.CONVERGED: frozenset({Phase.CONVERGED, Phase.OBSERVING}),
     Phase.EXHAUSTED: frozenset({Phase.EXHAUSTED, Phase.OBSERVING}),
-    Phase.PAUSED: frozenset({Phase.PAUSED, Phase.OBSERVING, Phase.ROLLING_OUT, Phase.ROLLING_BACK}),
-    Phase.FAILED: frozenset({Phase.FAILED, Phase.OBSERVING, Phase.ROLLING_OUT, Phase.ROLLING_BACK}),
+    Phase.PAUSED: frozenset(
+        {Phase.PAUSED, Phase.OBSERVING, Phase.ROLLING_OUT, Phase.ROLLING_BACK, Phase.PROMOTING}
+    ),
+    Phase.FAILED: frozenset(
+        {Phase.FAILED, Phase.OBSERVING, Phase.ROLLING_OUT, Phase.ROLLING_BACK, Phase.PROMOTING}
+    ),
 }
 # Any phase may also go to Paused or Failed (see the package docstring).
 ALWAYS_ALLOWED: frozenset[Phase] = frozenset({Phase.PAUSED, Phase.FAILED})
@@ -47,6 +54,14 @@ PHASES: Mapping[Phase, Step] = {
     Phase.ROLLING_BACK: rolling_back,
     Phase.CONVERGED: resting,
     Phase.EXHAUSTED: resting,
+    Phase.PROMOTING: canary.promoting,  # canary trials only
+}
+# A canary trial's own step for the phases where it differs from a rollout's.
+CANARY_PHASES: Mapping[Phase, Step] = {
+    Phase.ROLLING_OUT: canary.canary_rolling_out,
+    Phase.SETTLING: canary.canary_settling,
+    Phase.MEASURING: canary.canary_measuring,
+    Phase.ROLLING_BACK: canary.canary_rolling_back,
 }
 
 
@@ -63,6 +78,7 @@ def decide(
     if isinstance(facts, Blocked):
         return guards.blocked(r, facts)
     guards.ready(r, facts)
+    guards.strategy(r, facts)
     guards.metrics_condition(r, facts.windows.current)
     if spec.paused:
         r.phase(Phase.PAUSED)
@@ -78,4 +94,7 @@ def decide(
         guards.adopt_outside_changes(r, fingerprint)
     elif fingerprint not in guards.fingerprints(trial):
         return guards.drift(r, trial, facts)
+    trial = r.status.current_trial
+    if is_canary(trial) and r.status.phase in CANARY_PHASES:
+        return CANARY_PHASES[r.status.phase](r, facts)
     return PHASES[r.status.phase](r, facts)

@@ -7,8 +7,15 @@ from datetime import timedelta
 
 from latency_tuner.api.conditions import ConditionType
 from latency_tuner.api.durations import format_duration, format_timestamp
-from latency_tuner.api.spec import Mode
-from latency_tuner.api.status import Baseline, JsonPatchOperation, Phase, Recommendation, Trial
+from latency_tuner.api.spec import Mode, Strategy
+from latency_tuner.api.status import (
+    Baseline,
+    CanaryState,
+    JsonPatchOperation,
+    Phase,
+    Recommendation,
+    Trial,
+)
 from latency_tuner.core import knobs as knob_catalog
 from latency_tuner.core.cluster import ContainerConfig, container_patch
 from latency_tuner.core.gitops import strategic_merge_patch
@@ -197,6 +204,15 @@ def _start_trial(
         changes=changed_arguments(container, target),
         reason=change.reason,
     )
+    chosen = r.status.strategy
+    if chosen is not None and chosen.name is Strategy.CANARY and facts.canary_name is not None:
+        replicas = int((facts.deployment.get("spec") or {}).get("replicas", 1) or 0)
+        trial = trial.model_copy(
+            update={
+                "strategy": Strategy.CANARY,
+                "canary": CanaryState(name=facts.canary_name, main_replicas=replicas),
+            }
+        )
     r.update(
         baseline=baseline,
         current_trial=trial,
@@ -207,6 +223,8 @@ def _start_trial(
     )
     r.phase(Phase.ROLLING_OUT)
     message = f"trial {trial.id}: {change.describe()} ({change.reason})"
+    if trial.canary is not None:
+        message += f"; as canary {trial.canary.name} beside the baseline pods"
     r.condition(ConditionType.PROGRESSING, True, "TrialStarted", message)
     r.note(Reason.TRIAL_STARTED, message)
     r.again = True  # the intent is recorded first; the patch comes on the next step

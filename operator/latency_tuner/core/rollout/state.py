@@ -16,6 +16,16 @@ from latency_tuner.core.rollout.events import Note, Reason
 
 
 @dataclass(frozen=True)
+class CanaryAction:
+    """What a canary trial wants of the canary and of the main Deployment's replica count.
+    Each part is idempotent: the shell acts only where the world is not so yet."""
+
+    ensure: ContainerConfig | None = None  # the canary at this configuration, one replica
+    remove: bool = False  # no canary
+    main_replicas: int | None = None  # the main Deployment's spec.replicas
+
+
+@dataclass(frozen=True)
 class Decision:
     status: LatencyTargetStatus
     apply: ContainerConfig | None = None  # move the container to this configuration
@@ -23,6 +33,7 @@ class Decision:
     again: bool = False  # decide again at once (the status now allows the next step)
     reason: str = ""
     transitions: tuple[tuple[Phase, Phase], ...] = ()  # every phase change taken, in order
+    canary: CanaryAction | None = None  # a canary trial's action on the Deployments
 
 
 class Round:
@@ -37,6 +48,7 @@ class Round:
         self.now = now
         self.notes: list[Note] = []
         self.apply: ContainerConfig | None = None
+        self.canary: CanaryAction | None = None
         self.again = False
         self.transitions: list[tuple[Phase, Phase]] = []
 
@@ -69,5 +81,11 @@ class Round:
 
     def decision(self, reason: str) -> Decision:
         return Decision(
-            self.status, self.apply, tuple(self.notes), self.again, reason, tuple(self.transitions)
+            self.status,
+            self.apply,
+            tuple(self.notes),
+            self.again,
+            reason,
+            tuple(self.transitions),
+            self.canary,
         )

@@ -38,10 +38,10 @@ def rolling_out(r: Round, facts: Ready) -> Decision:
         )
         return r.decision("applying the trial's change")
     # The deadline runs from entering RollingOut: after a resume, not from the trial's start.
-    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, r.status.phase_since)
+    failed = rollout_failure(r, facts, trial.to_container.fingerprint, r.status.phase_since)
     if failed is not None:
         transient = facts.rollout.waiting_for_a_node(trial.to_container.fingerprint)
-        return _fail_trial(r, trial, failed, transient=transient)
+        return fail_trial(r, trial, failed, transient=transient)
     if not facts.rollout.complete:
         r.condition(
             ConditionType.PROGRESSING, True, "RollingOut", f"trial {trial.id}: rollout in progress"
@@ -59,7 +59,7 @@ def rolling_out(r: Round, facts: Ready) -> Decision:
     return r.decision("rollout ready")
 
 
-def _rollout_failure(r: Round, facts: Ready, fingerprint: str, since: str | None) -> str | None:
+def rollout_failure(r: Round, facts: Ready, fingerprint: str, since: str | None) -> str | None:
     failure = facts.rollout.failure(fingerprint)
     if failure is not None:
         return failure
@@ -71,7 +71,7 @@ def _rollout_failure(r: Round, facts: Ready, fingerprint: str, since: str | None
     return None
 
 
-def _fail_trial(r: Round, trial: Trial, why: str, *, transient: bool = False) -> Decision:
+def fail_trial(r: Round, trial: Trial, why: str, *, transient: bool = False) -> Decision:
     """Roll the trial back as Failed. A permanent failure (the value crashed, was refused, its
     image missing) records the value incompatible for good; a transient one (its pods waited
     for GPUs) does not, and the planner retries it later (``core.planner``)."""
@@ -98,8 +98,8 @@ def _running_trial(r: Round, facts: Ready) -> tuple[Trial, Decision | None]:
     """The trial being warmed up or measured, and its failure decision if its pods broke."""
     trial = _trial(r)
     assert trial.to_container is not None
-    failed = _rollout_failure(r, facts, trial.to_container.fingerprint, None)
-    return trial, None if failed is None else _fail_trial(r, trial, failed)
+    failed = rollout_failure(r, facts, trial.to_container.fingerprint, None)
+    return trial, None if failed is None else fail_trial(r, trial, failed)
 
 
 def settling(r: Round, facts: Ready) -> Decision:

@@ -42,6 +42,7 @@ class PodInfo:
     restart_count: int
     terminating: bool
     log_path: Path
+    labels: Mapping[str, str] = field(default_factory=dict)  # the pod template's
 
     @property
     def url(self) -> str:
@@ -104,6 +105,7 @@ class PodState:
             restart_count=self.restart_count,
             terminating=self.terminating,
             log_path=self.log_path,
+            labels=dict((self.template.get("metadata") or {}).get("labels") or {}),
         )
 
     @property

@@ -21,7 +21,7 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -201,14 +201,23 @@ class PodRunner:
             if p.ready
         ]
 
-    def endpoints(self, namespace: str | None = None, deployment: str | None = None) -> list[str]:
-        """Base URLs of ready pods (what a Service would route to)."""
+    def endpoints(
+        self,
+        namespace: str | None = None,
+        deployment: str | None = None,
+        *,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Base URLs of ready pods (what a Service would route to): of one Deployment, or,
+        given ``labels`` (a Service's selector), of every pod carrying them (a canary's
+        pods carry the main Deployment's pod labels, so a Service reaches them too)."""
         return [
             p.url
             for p in self.pods()
             if p.ready
             and (namespace is None or p.namespace == namespace)
             and (deployment is None or p.deployment == deployment)
+            and (labels is None or labels.items() <= p.labels.items())
         ]
 
     def add_listener(self, listener: Callable[[], None]) -> None:

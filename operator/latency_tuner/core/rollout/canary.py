@@ -1,0 +1,412 @@
+"""The phases of a canary trial: the change runs on one extra pod beside the unchanged ones.
+
+RollingOut creates the canary (the trial's container, one replica) and takes one replica off
+the main Deployment; Settling warms it up and, for a lossy change with ``spec.quality``, runs
+the quality gate on the canary and a baseline pod; Measuring compares both arms over the same
+intervals of one window (``core.sidebyside``); a kept change is Promoted (the main Deployment
+takes the trial's container and its replica back, the canary goes), any other verdict is
+RolledBack (the canary goes, the replica comes back; the main Deployment's container is never
+touched). Every step asks for the world it wants (``CanaryAction``), so a restarted operator
+asks for the same and nothing is made twice. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from datetime import timedelta
+
+from latency_tuner.api.conditions import ConditionType
+from latency_tuner.api.durations import format_timestamp
+from latency_tuner.api.spec import LatencyTargetSpec, QualityGate, QualityMetric, QualityMode
+from latency_tuner.api.status import (
+    CanaryState,
+    LatencyTargetStatus,
+    Phase,
+    QualityScore,
+    Trial,
+    Verdict,
+    with_trial,
+)
+from latency_tuner.core.knobs import KnobName
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.quality import (
+    Metric,
+    judge_against_expected,
+    judge_against_reference,
+)
+from latency_tuner.core.rollout.events import Reason
+from latency_tuner.core.rollout.facts import (
+    QualityAnswers,
+    QualityFailure,
+    Ready,
+    WindowResult,
+    is_canary,
+)
+from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
+from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
+from latency_tuner.core.rollout.values import config_of
+from latency_tuner.core.sidebyside import Outcome, compare_arms, load_balanced
+
+# Changes that may alter what the model answers: gated on quality when spec.quality is set.
+LOSSY_KNOBS = frozenset(
+    k.value for k in (KnobName.QUANTIZATION, KnobName.KV_CACHE_DTYPE, KnobName.SPECULATIVE_DECODING)
+)
+_METRIC = {
+    QualityMetric.EXACT_MATCH: Metric.EXACT_MATCH,
+    QualityMetric.SIMILARITY: Metric.SIMILARITY,
+    QualityMetric.NUMERIC_ANSWER: Metric.ANSWER,
+}
+
+
+def _trial(r: Round) -> tuple[Trial, CanaryState]:
+    trial = r.status.current_trial
+    assert trial is not None and is_canary(trial) and trial.canary is not None
+    assert trial.from_container is not None and trial.to_container is not None
+    return trial, trial.canary
+
+
+def _replicas(facts: Ready) -> int:
+    return int((facts.deployment.get("spec") or {}).get("replicas", 1) or 0)
+
+
+def _shrunk(facts: Ready, canary: CanaryState) -> int | None:
+    """The main Deployment's replicas while the canary runs: one less than it had, asked only
+    while it still has what it had (an HPA or a person that set another count wins)."""
+    return canary.main_replicas - 1 if _replicas(facts) == canary.main_replicas else None
+
+
+def _restored(facts: Ready, canary: CanaryState) -> int | None:
+    """The replica given back, only if the count is still the one the canary left."""
+    return canary.main_replicas if _replicas(facts) == canary.main_replicas - 1 else None
+
+
+def quality_needed(spec: LatencyTargetSpec, status: LatencyTargetStatus) -> bool:
+    """Whether this round's facts must hold the quality gate's answers: a lossy canary trial
+    warming up with ``spec.quality`` set and no score yet (asked once the settle time is over;
+    the caller checks the time, the answers take it anyway)."""
+    trial = status.current_trial
+    return (
+        spec.quality is not None
+        and status.phase is Phase.SETTLING
+        and is_canary(trial)
+        and trial is not None
+        and trial.knob in LOSSY_KNOBS
+        and trial.quality is None
+    )
+
+
+def judge_quality(gate: QualityGate, answers: QualityAnswers) -> QualityScore:
+    metric = _METRIC[gate.metric]
+    if gate.mode is QualityMode.EXPECTED:
+        expected = [e or "" for e in answers.expected]
+        verdict = judge_against_expected(
+            metric, expected, answers.canary, answers.baseline, gate.tolerance
+        )
+    else:
+        verdict = judge_against_reference(metric, answers.baseline, answers.canary, gate.tolerance)
+    reason = verdict.reason
+    if answers.errors:
+        reason += f"; unanswered: {'; '.join(answers.errors[:3])}"
+    return QualityScore(
+        metric=gate.metric.value,
+        mode=gate.mode.value,
+        score=verdict.candidate_score,
+        baseline_score=verdict.baseline_score,
+        tolerance=gate.tolerance,
+        samples=verdict.samples,
+        passed=verdict.passed,
+        reason=reason,
+    )
+
+
+def canary_rolling_out(r: Round, facts: Ready) -> Decision:
+    trial, canary = _trial(r)
+    assert trial.to_container is not None
+    seen = facts.canary
+    if seen is not None and seen.taken is not None:
+        return fail_trial(r, trial, seen.taken, transient=True)
+    target = trial.to_container.fingerprint
+    # The main Deployment gives up its replica as the canary comes: GPUs never over-committed.
+    shrink = _shrunk(facts, canary)
+    if seen is None or not seen.exists or seen.fingerprint != target or seen.replicas != 1:
+        r.canary = CanaryAction(ensure=config_of(trial.to_container), main_replicas=shrink)
+        r.condition(
+            ConditionType.PROGRESSING,
+            True,
+            "RollingOut",
+            f"trial {trial.id}: starting canary {canary.name}",
+        )
+        return r.decision("starting the canary")
+    if shrink is not None:
+        r.canary = CanaryAction(main_replicas=shrink)
+    assert seen.rollout is not None
+    failed = seen.rollout.failure(target)
+    deadline = r.spec.evaluation.progress_deadline_seconds
+    if failed is None and not seen.rollout.complete and r.since(r.status.phase_since) > deadline:
+        failed = (
+            f"not ready within evaluation.progressDeadline ({r.spec.evaluation.progress_deadline})"
+        )
+    if failed is not None:
+        transient = seen.rollout.waiting_for_a_node(target)
+        return fail_trial(r, trial, f"canary {canary.name}: {failed}", transient=transient)
+    if not seen.rollout.complete or seen.rollout.ready_replicas < 1:
+        return r.decision("waiting for the canary")
+    r.update(current_trial=trial.model_copy(update={"ready_at": r.stamp}))
+    r.phase(Phase.SETTLING)
+    r.condition(
+        ConditionType.PROGRESSING,
+        True,
+        "Settling",
+        f"trial {trial.id}: canary {canary.name} is ready; warming up for "
+        f"{r.spec.evaluation.settle}",
+    )
+    r.again = True
+    return r.decision("canary ready")
+
+
+def _canary_failure(r: Round, facts: Ready, trial: Trial) -> Decision | None:
+    seen = facts.canary
+    assert trial.to_container is not None and trial.canary is not None
+    if seen is None or not seen.exists or seen.rollout is None:
+        return fail_trial(r, trial, f"canary {trial.canary.name} disappeared", transient=True)
+    failed = seen.rollout.failure(trial.to_container.fingerprint)
+    if failed is None:
+        return None
+    return fail_trial(r, trial, f"canary {trial.canary.name}: {failed}")
+
+
+def canary_settling(r: Round, facts: Ready) -> Decision:
+    trial, canary = _trial(r)
+    failed = _canary_failure(r, facts, trial)
+    if failed is not None:
+        return failed
+    if r.since(trial.ready_at) < r.spec.evaluation.settle_seconds:
+        return r.decision("settling")
+    if quality_needed(r.spec, r.status):
+        gate = r.spec.quality
+        assert gate is not None
+        if facts.quality is None:
+            return r.decision("waiting for the quality gate's answers")
+        if isinstance(facts.quality, QualityFailure):
+            return _refuse(r, trial, f"quality gate could not run: {facts.quality.message}")
+        scored = judge_quality(gate, facts.quality)
+        trial = trial.model_copy(update={"quality": scored})
+        r.update(current_trial=trial)
+        if not scored.passed:
+            r.note(
+                Reason.QUALITY_GATE_FAILED,
+                f"trial {trial.id} ({trial.knob} -> {trial.to_value}): {scored.reason}",
+            )
+            return _refuse(r, trial, f"quality gate failed: {scored.reason}")
+    r.update(current_trial=trial.model_copy(update={"measure_started_at": r.stamp}))
+    r.phase(Phase.MEASURING)
+    r.condition(
+        ConditionType.PROGRESSING,
+        True,
+        "Measuring",
+        f"trial {trial.id}: measuring canary {canary.name} beside the baseline for "
+        f"{r.spec.evaluation.window}",
+    )
+    return r.decision("measuring side by side")
+
+
+def _refuse(r: Round, trial: Trial, why: str, verdict: Verdict = Verdict.REVERT) -> Decision:
+    refused = trial.model_copy(update={"verdict": verdict, "reason": why})
+    r.update(current_trial=refused)
+    r.phase(Phase.ROLLING_BACK)
+    message = f"trial {trial.id} ({trial.knob} -> {trial.to_value}) {verdict.value.lower()}: {why}"
+    r.condition(ConditionType.PROGRESSING, True, "RollingBack", f"{message}; removing the canary")
+    r.note(Reason.REVERTING, f"{message}; removing the canary")
+    r.again = True
+    return r.decision("canary rejected")
+
+
+def _objectives(spec: LatencyTargetSpec) -> list[tuple[str, int]]:
+    named = (("ttft", spec.objectives.ttft), ("itl", spec.objectives.itl))
+    more = (("e2e", spec.objectives.e2e),)
+    return [(name, int(o.percentile)) for name, o in (*named, *more) if o is not None]
+
+
+def _samples(arm: Sequence[WindowResult], name: str, percentile: int) -> list[float]:
+    values = []
+    for obs in arm:
+        if isinstance(obs, Observation):
+            value = getattr(obs, name).get(percentile)
+            if value is not None and math.isfinite(value):
+                values.append(float(value))
+    return values
+
+
+def side_by_side(
+    spec: LatencyTargetSpec, canary: Sequence[WindowResult], baseline: Sequence[WindowResult]
+) -> tuple[Outcome, str]:
+    """The verdict over both arms: Worse on any objective reverts; Better by at least
+    ``evaluation.minImprovement`` on one (and Worse on none) keeps; Inconclusive when the arms
+    saw different load or too few intervals; else NoDifference."""
+    served = [o for o in canary if isinstance(o, Observation)]
+    base = [o for o in baseline if isinstance(o, Observation)]
+    if served and base:
+        pods = max(1, max(o.pods for o in base))
+        balance = load_balanced(
+            float(sum(o.requests for o in served)), float(sum(o.requests for o in base)), pods
+        )
+        if not balance.balanced:
+            return Outcome.INCONCLUSIVE, f"the arms saw different load: {balance.reason}"
+    results = []
+    for name, percentile in _objectives(spec):
+        what = f"{name} p{percentile}"
+        results.append(
+            compare_arms(
+                _samples(canary, name, percentile),
+                _samples(baseline, name, percentile),
+                what=what,
+            )
+        )
+    reasons = "; ".join(c.reason for c in results)
+    if any(c.outcome is Outcome.WORSE for c in results):
+        return Outcome.WORSE, reasons
+    better = [
+        c
+        for c in results
+        if c.outcome is Outcome.BETTER
+        and (c.relative_shift is None or -c.relative_shift >= spec.evaluation.min_improvement)
+    ]
+    if better:
+        return Outcome.BETTER, reasons
+    if any(c.outcome is Outcome.INCONCLUSIVE for c in results):
+        return Outcome.INCONCLUSIVE, reasons
+    return Outcome.NO_DIFFERENCE, reasons
+
+
+def _acceptance_refusal(r: Round, trial: Trial, canary: Sequence[WindowResult]) -> str | None:
+    gate = r.spec.quality
+    floor = gate.min_draft_acceptance if gate is not None else None
+    if floor is None or trial.knob != KnobName.SPECULATIVE_DECODING.value:
+        return None
+    rates = [
+        o.spec_acceptance_rate
+        for o in canary
+        if isinstance(o, Observation) and o.spec_acceptance_rate is not None
+    ]
+    if not rates:
+        return None  # nothing drafted: nothing to judge
+    rate = statistics.fmean(rates)
+    if rate >= floor:
+        return None
+    return f"draft acceptance {rate:.1%} is below quality.minDraftAcceptance ({floor:.0%})"
+
+
+def canary_measuring(r: Round, facts: Ready) -> Decision:
+    trial, _ = _trial(r)
+    failed = _canary_failure(r, facts, trial)
+    if failed is not None:
+        return failed
+    windows = facts.windows
+    if not windows.canary_arm:
+        return r.decision("measuring the canary")
+    refusal = _acceptance_refusal(r, trial, windows.canary_arm)
+    if refusal is not None:
+        return _refuse(r, trial, refusal)
+    outcome, reason = side_by_side(r.spec, windows.canary_arm, windows.baseline_arm)
+    measured = trial.model_copy(update={"measurements": trial.measurements + 1})
+    if outcome is Outcome.BETTER:
+        kept = measured.model_copy(update={"verdict": Verdict.KEEP, "reason": reason})
+        r.update(current_trial=kept)
+        r.phase(Phase.PROMOTING)
+        message = (
+            f"trial {trial.id} kept: {trial.knob} {trial.from_value} -> {trial.to_value}: "
+            f"{reason}; promoting it to Deployment {r.spec.target_ref.name}"
+        )
+        r.condition(ConditionType.PROGRESSING, True, "Promoting", message)
+        r.note(Reason.KEPT, message)
+        r.again = True
+        return r.decision("canary kept")
+    if outcome is Outcome.WORSE:
+        return _refuse(r, measured, reason)
+    if outcome is Outcome.NO_DIFFERENCE:
+        return _refuse(r, measured, f"no significant improvement: {reason}")
+    if measured.measurements >= MAX_MEASUREMENTS:
+        return _refuse(r, measured, reason, Verdict.INCONCLUSIVE)
+    r.update(current_trial=measured.model_copy(update={"measure_started_at": r.stamp}))
+    r.condition(
+        ConditionType.PROGRESSING,
+        True,
+        "Remeasuring",
+        f"trial {trial.id} inconclusive ({reason}); measuring again",
+    )
+    r.note(Reason.INCONCLUSIVE, f"trial {trial.id}: {reason}; measuring again")
+    return r.decision("remeasuring the canary")
+
+
+def promoting(r: Round, facts: Ready) -> Decision:
+    """A kept canary: the main Deployment takes the trial's container and its replica back,
+    then the canary goes; the trial is finished once the Deployment has rolled out."""
+    trial, canary = _trial(r)
+    assert trial.to_container is not None
+    target = trial.to_container.fingerprint
+    if facts.container.fingerprint() != target:
+        r.apply = config_of(trial.to_container)
+        r.condition(
+            ConditionType.PROGRESSING, True, "Promoting", f"trial {trial.id}: applying the change"
+        )
+        return r.decision("promoting the canary's change")
+    seen = facts.canary
+    restore = _restored(facts, canary)
+    if restore is not None or (seen is not None and seen.exists):
+        r.canary = CanaryAction(remove=True, main_replicas=restore)
+        return r.decision("giving the replica back and removing the canary")
+    failure = facts.rollout.failure(target)
+    if failure is not None:
+        return fail_trial(r, trial, f"promotion: {failure}")
+    if not facts.rollout.complete:
+        return r.decision("waiting for the promotion's rollout")
+    done = trial.model_copy(update={"finished_at": r.stamp})
+    r.update(
+        current_trial=None,
+        trials=with_trial(r.status.trials, done),
+        expected_container=target,
+        stable_since=format_timestamp(r.now + timedelta(seconds=r.spec.evaluation.settle_seconds)),
+    )
+    r.phase(Phase.OBSERVING)
+    message = f"trial {trial.id} promoted: Deployment {r.spec.target_ref.name} runs its change"
+    r.condition(ConditionType.PROGRESSING, True, "Promoted", message)
+    r.condition(ConditionType.DEGRADED, False, "Healthy", "no failed rollout")
+    r.note(Reason.PROMOTED, message)
+    return r.decision("promoted")
+
+
+def canary_rolling_back(r: Round, facts: Ready) -> Decision:
+    """Remove the canary and give the replica back; the main container is put back only if
+    something (a promotion cut short by a failure) moved it."""
+    trial, canary = _trial(r)
+    assert trial.from_container is not None
+    if facts.container.fingerprint() != trial.from_container.fingerprint:
+        r.apply = config_of(trial.from_container)
+        return r.decision("restoring the configuration before the trial")
+    seen = facts.canary
+    restore = _restored(facts, canary)
+    if restore is not None or (seen is not None and seen.exists and seen.taken is None):
+        r.canary = CanaryAction(remove=True, main_replicas=restore)
+        return r.decision("removing the canary")
+    if not facts.rollout.complete:
+        return r.decision("waiting for the Deployment's replicas")
+    done = trial.model_copy(update={"finished_at": r.stamp})
+    r.update(
+        current_trial=None,
+        trials=with_trial(r.status.trials, done),
+        expected_container=trial.from_container.fingerprint,
+        # The baseline pods never changed: the next window may start now.
+        stable_since=r.stamp,
+    )
+    r.phase(Phase.OBSERVING)
+    message = (
+        f"trial {trial.id} rolled back ({trial.verdict.value if trial.verdict else 'done'}): "
+        f"canary {canary.name} removed, Deployment {r.spec.target_ref.name} untouched"
+    )
+    r.condition(ConditionType.PROGRESSING, False, "RolledBack", message)
+    if trial.verdict is not Verdict.FAILED:
+        r.condition(ConditionType.DEGRADED, False, "Healthy", "no failed rollout")
+    r.note(Reason.ROLLED_BACK, message)
+    return r.decision("canary rolled back")

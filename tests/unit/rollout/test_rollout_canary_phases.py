@@ -1,0 +1,288 @@
+"""A canary trial through ``decide``: started beside the baseline pods, judged side by side,
+promoted or removed, gated on quality for a lossy change; every step idempotent. Pure: the
+facts are hand-built as in ``test_rollout_phases``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tests.unit.rollout.test_rollout_phases import (
+    AFTER,
+    BEFORE,
+    SETTLE,
+    WINDOW,
+    Run,
+    facts,
+    rollout,
+    spec,
+    window,
+)
+
+from latency_tuner.api.spec import Strategy
+from latency_tuner.api.status import Phase, Verdict
+from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.rollout import Blocked, Blocker, Ready, Reason, Windows, windows_needed
+from latency_tuner.core.rollout.facts import CanaryFacts, QualityAnswers, QualityFailure
+from latency_tuner.core.rollout.state import CanaryAction
+
+CANARY = "llama-canary-0a1b2c3d"
+
+
+def main(cfg: ContainerConfig = BEFORE, replicas: int = 3, **fields: Any) -> Ready:
+    """The main Deployment at ``cfg`` with ``replicas``, in an operator that runs canaries."""
+    base = facts(cfg, **fields)
+    deployment = dict(base.deployment)
+    deployment["spec"] = {
+        **deployment["spec"],
+        "replicas": replicas,
+        "selector": {"matchLabels": {"app": "llama"}},
+    }
+    return replace(base, deployment=deployment, canary_name=CANARY)
+
+
+def canary(cfg: ContainerConfig = AFTER, *, ready: bool = True) -> CanaryFacts:
+    return CanaryFacts(
+        exists=True, fingerprint=cfg.fingerprint(), replicas=1, rollout=rollout(complete=ready)
+    )
+
+
+def arm(ttft: float, requests: int, pods: int = 1) -> tuple[Observation, ...]:
+    # Six intervals, a little noise so no two samples tie.
+    return tuple(
+        window(BEFORE, ttft={90: ttft * (1 + i / 100)}, requests=requests, pods=pods)
+        for i in range(6)
+    )
+
+
+def side_by_side(canary_ttft: float, baseline_ttft: float) -> Windows[Any]:
+    return Windows(
+        current=window(BEFORE),
+        canary_arm=arm(canary_ttft, 100),
+        baseline_arm=arm(baseline_ttft, 200, pods=2),
+    )
+
+
+def started(run: Run) -> None:
+    run.step(main())
+    run.later(SETTLE + WINDOW).step(main())
+    assert run.phase() is Phase.ROLLING_OUT
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.strategy is Strategy.CANARY
+    assert trial.canary is not None
+    assert (trial.canary.name, trial.canary.main_replicas) == (CANARY, 3)
+
+
+def settled(run: Run) -> None:
+    started(run)
+    d = run.step(main())
+    assert d.apply is None  # the main Deployment's container is never the trial's way in
+    assert d.canary == CanaryAction(ensure=AFTER, main_replicas=2)
+    run.later(5).step(main(replicas=2, canary=canary(ready=False)))
+    assert run.phase() is Phase.ROLLING_OUT
+    run.later(5).step(main(replicas=2, canary=canary()))
+    assert run.phase() is Phase.SETTLING
+
+
+def measuring(run: Run) -> None:
+    settled(run)
+    run.later(SETTLE).step(main(replicas=2, canary=canary()))
+    assert run.phase() is Phase.MEASURING
+
+
+def test_the_strategy_and_its_reason_are_on_the_status_before_any_trial() -> None:
+    run = Run()
+    run.step(main(replicas=1))
+    assert run.status.strategy is not None
+    assert run.status.strategy.name is Strategy.ROLLOUT
+    assert "1 replica" in run.status.strategy.reason
+    run.step(main(replicas=3))
+    assert str(run.status.strategy.name) == "Canary"  # re-chosen between trials
+
+
+def test_a_better_canary_is_kept_then_promoted_and_the_canary_removed() -> None:
+    run = Run()
+    measuring(run)
+    wanted = windows_needed(run.spec, run.status, run.later(WINDOW).now)
+    assert [w.arm for w in wanted.canary_arm] == ["canary"] * 6
+    assert [w.arm for w in wanted.baseline_arm] == ["baseline"] * 6
+    assert wanted.canary_arm[-1].end == wanted.baseline_arm[-1].end  # the same window
+    d = run.step(main(replicas=2, canary=canary(), windows=side_by_side(0.3, 0.9)))
+    assert run.phase() is Phase.PROMOTING
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.KEEP
+    assert trial.reason is not None
+    assert "Mann-Whitney U" in trial.reason
+    assert "p=" in trial.reason
+    assert "ttft p90 shifted -" in trial.reason
+    assert Reason.KEPT in [n.reason for n in d.notes]
+    d = run.step(main(replicas=2, canary=canary()))
+    assert d.apply == AFTER  # the promotion: the main Deployment takes the change
+    d = run.step(main(AFTER, replicas=2, canary=canary()))
+    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    d = run.step(main(AFTER, replicas=3, canary=CanaryFacts(exists=False)))
+    assert run.phase() is Phase.OBSERVING
+    assert [(t.verdict, t.strategy) for t in run.status.trials] == [(Verdict.KEEP, Strategy.CANARY)]
+    assert run.status.expected_container == AFTER.fingerprint()
+    assert Reason.PROMOTED in [n.reason for n in d.notes]
+
+
+def test_a_worse_canary_is_removed_and_the_main_deployment_never_patched() -> None:
+    run = Run()
+    measuring(run)
+    applied = []
+    d = run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.9, 0.3)))
+    applied.append(d.apply)
+    assert run.phase() is Phase.ROLLING_BACK
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.REVERT
+    d = run.step(main(replicas=2, canary=canary()))
+    applied.append(d.apply)
+    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    d = run.step(main(replicas=3, canary=CanaryFacts(exists=False)))
+    applied.append(d.apply)
+    assert run.phase() is Phase.OBSERVING
+    assert applied == [None, None, None]
+    assert run.status.expected_container == BEFORE.fingerprint()
+
+
+def test_no_significant_difference_is_not_kept() -> None:
+    run = Run()
+    measuring(run)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.5, 0.5)))
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.REVERT
+    assert trial.reason is not None
+    assert trial.reason.startswith("no significant improvement")
+
+
+def test_arms_that_saw_different_load_are_measured_again_not_judged() -> None:
+    run = Run()
+    measuring(run)
+    skewed = Windows(
+        current=window(BEFORE), canary_arm=arm(0.3, 10), baseline_arm=arm(0.9, 400, pods=2)
+    )
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=skewed))
+    assert run.phase() is Phase.MEASURING
+    assert run.condition("Progressing")[1] == "Remeasuring"
+    assert "different load" in run.condition("Progressing")[2]
+
+
+def test_a_restarted_operator_finds_its_canary_and_asks_for_nothing_again() -> None:
+    run = Run()
+    settled(run)
+    # The same round twice, as after a restart: the canary is there, the replica given up.
+    for _ in range(2):
+        d = run.step(main(replicas=2, canary=canary()))
+        assert d.canary is None
+        assert d.apply is None
+
+
+def test_a_replica_count_set_by_someone_else_mid_trial_is_left_as_they_set_it() -> None:
+    run = Run()
+    measuring(run)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.9, 0.3)))
+    d = run.step(main(replicas=5, canary=canary()))  # an HPA scaled it up meanwhile
+    assert d.canary == CanaryAction(remove=True, main_replicas=None)
+
+
+def test_a_crashing_canary_fails_the_trial_and_is_removed() -> None:
+    run = Run()
+    started(run)
+    run.step(main())
+    crashed = replace(
+        canary(ready=False),
+        rollout=replace(rollout(complete=False), progress_deadline_exceeded=True),
+    )
+    run.later(5).step(main(replicas=2, canary=crashed))
+    assert run.phase() is Phase.ROLLING_BACK
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.FAILED
+    assert trial.reason is not None
+    assert CANARY in trial.reason
+
+
+def lossy(run: Run) -> None:
+    """A canary trial of a lossy knob, warmed up, with a quality gate in the spec."""
+    run.spec = spec(quality={"configMap": "qa", "mode": "Reference", "tolerance": 0.01})
+    settled(run)
+    trial = run.status.current_trial
+    assert trial is not None
+    run.status = run.status.model_copy(
+        update={"current_trial": trial.model_copy(update={"knob": "kvCacheDtype"})}
+    )
+    run.later(SETTLE)
+
+
+def test_a_lossy_canary_waits_for_the_quality_answers_before_measuring() -> None:
+    run = Run()
+    lossy(run)
+    d = run.step(main(replicas=2, canary=canary()))
+    assert run.phase() is Phase.SETTLING
+    assert d.reason == "waiting for the quality gate's answers"
+
+
+def test_a_lossy_canary_that_answers_worse_is_refused_with_its_score_on_the_trial() -> None:
+    run = Run()
+    lossy(run)
+    answers = QualityAnswers(
+        expected=(None, None),
+        canary=("the cat sat on a hat", "two plus two is five"),
+        baseline=("the cat sat on the mat", "two plus two is four"),
+    )
+    d = run.step(main(replicas=2, canary=canary(), quality=answers))
+    assert run.phase() is Phase.ROLLING_BACK
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.REVERT
+    assert trial.quality is not None
+    assert not trial.quality.passed
+    assert (trial.quality.metric, trial.quality.mode, trial.quality.samples) == (
+        "Similarity",
+        "Reference",
+        2,
+    )
+    assert 0.5 < trial.quality.score < 1.0
+    assert trial.reason is not None
+    assert trial.reason.startswith("quality gate failed")
+    assert Reason.QUALITY_GATE_FAILED in [n.reason for n in d.notes]
+
+
+def test_a_lossy_canary_that_answers_alike_goes_on_to_be_measured() -> None:
+    run = Run()
+    lossy(run)
+    same = ("the cat sat on the mat",)
+    run.step(main(replicas=2, canary=canary(), quality=QualityAnswers((None,), same, same)))
+    assert run.phase() is Phase.MEASURING
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.quality is not None
+    assert trial.quality.passed
+    assert trial.quality.score == 1.0
+
+
+def test_a_quality_gate_that_cannot_run_never_lets_the_lossy_change_through() -> None:
+    run = Run()
+    lossy(run)
+    run.step(main(replicas=2, canary=canary(), quality=QualityFailure("ConfigMap qa not found")))
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.REVERT
+    assert "ConfigMap qa not found" in (trial.reason or "")
+
+
+def test_a_kept_canary_interrupted_by_a_blocked_round_is_promoted_not_dropped() -> None:
+    run = Run()
+    measuring(run)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.3, 0.9)))
+    assert run.phase() is Phase.PROMOTING
+    run.step(Blocked(Blocker.DEPLOYMENT_NOT_FOUND))
+    d = run.later(5).step(main(replicas=2, canary=canary()))
+    assert run.phase() is Phase.PROMOTING
+    assert d.apply == AFTER
