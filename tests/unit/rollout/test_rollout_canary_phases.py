@@ -11,6 +11,7 @@ from tests.unit.rollout.test_rollout_phases import (
     AFTER,
     BEFORE,
     SETTLE,
+    THIRD,
     WINDOW,
     Run,
     facts,
@@ -28,6 +29,7 @@ from latency_tuner.core.rollout.facts import CanaryFacts, QualityAnswers, Qualit
 from latency_tuner.core.rollout.state import CanaryAction
 
 CANARY = "llama-canary-0a1b2c3d"
+THEIRS = THIRD  # a container someone else set
 
 
 def main(cfg: ContainerConfig = BEFORE, replicas: int = 3, **fields: Any) -> Ready:
@@ -286,3 +288,22 @@ def test_a_kept_canary_interrupted_by_a_blocked_round_is_promoted_not_dropped() 
     d = run.later(5).step(main(replicas=2, canary=canary()))
     assert run.phase() is Phase.PROMOTING
     assert d.apply == AFTER
+
+
+def test_a_container_changed_by_someone_else_mid_canary_removes_the_canary_then_pauses() -> None:
+    run = Run()
+    measuring(run)
+    d = run.step(main(THEIRS, replicas=2, canary=canary()))
+    assert run.phase() is Phase.ROLLING_BACK
+    assert Reason.DRIFT in [n.reason for n in d.notes]
+    d = run.step(main(THEIRS, replicas=2, canary=canary()))
+    assert d.apply is None  # never fights over their container
+    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    d = run.step(main(THEIRS, replicas=3, canary=CanaryFacts(exists=False)))
+    assert d.apply is None
+    assert run.phase() is Phase.PAUSED
+    assert run.status.current_trial is None
+    assert run.status.trials[-1].reason == "abandoned: the Deployment was changed by someone else"
+    assert run.status.expected_container == THEIRS.fingerprint()
+    d = run.step(main(THEIRS, replicas=3, canary=CanaryFacts(exists=False)))
+    assert d.reason == "paused for an outside change until the spec changes"

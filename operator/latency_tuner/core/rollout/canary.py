@@ -381,9 +381,11 @@ def canary_rolling_back(r: Round, facts: Ready) -> Decision:
     """Remove the canary and give the replica back; the main container is put back only if
     something (a promotion cut short by a failure) moved it."""
     trial, canary = _trial(r)
-    assert trial.from_container is not None
-    if facts.container.fingerprint() != trial.from_container.fingerprint:
-        r.apply = config_of(trial.from_container)
+    assert trial.from_container is not None and trial.to_container is not None
+    drifted = r.status.drift_generation is not None
+    current = facts.container.fingerprint()
+    if current == trial.to_container.fingerprint and not drifted:
+        r.apply = config_of(trial.from_container)  # a promotion cut short: put it back
         return r.decision("restoring the configuration before the trial")
     seen = facts.canary
     restore = _restored(facts, canary)
@@ -396,11 +398,12 @@ def canary_rolling_back(r: Round, facts: Ready) -> Decision:
     r.update(
         current_trial=None,
         trials=with_trial(r.status.trials, done),
-        expected_container=trial.from_container.fingerprint,
+        # The container as it stands: the trial's start, or what someone else made it.
+        expected_container=current,
         # The baseline pods never changed: the next window may start now.
-        stable_since=r.stamp,
+        stable_since=None if drifted else r.stamp,
     )
-    r.phase(Phase.OBSERVING)
+    r.phase(Phase.PAUSED if drifted else Phase.OBSERVING)
     message = (
         f"trial {trial.id} rolled back ({trial.verdict.value if trial.verdict else 'done'}): "
         f"canary {canary.name} removed, Deployment {r.spec.target_ref.name} untouched"

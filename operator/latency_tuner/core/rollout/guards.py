@@ -184,11 +184,26 @@ def adopt_outside_changes(r: Round, fingerprint: str) -> None:
 
 
 def drift(r: Round, trial: Trial, facts: Ready) -> Decision:
-    """Someone else changed the container mid-trial: stop, never fight over it."""
+    """Someone else changed the container mid-trial: stop, never fight over it. A canary
+    trial's canary is removed first (its replica given back): phase RollingBack, then Paused."""
     message = (
         f"the vLLM container changed outside the operator during trial {trial.id} "
         f"({trial.knob}); tuning paused until the LatencyTarget's spec changes"
     )
+    if is_canary(trial):
+        abandoned = trial.model_copy(
+            update={
+                "verdict": Verdict.INCONCLUSIVE,
+                "reason": "abandoned: the Deployment was changed by someone else",
+            }
+        )
+        r.update(current_trial=abandoned, drift_generation=r.generation, baseline=None)
+        r.phase(Phase.ROLLING_BACK)
+        r.condition(ConditionType.PROGRESSING, False, "Drift", f"{message}; removing the canary")
+        r.condition(ConditionType.DEGRADED, True, "Drift", message)
+        r.note(Reason.DRIFT, message)
+        r.again = True
+        return r.decision("drift: removing the canary")
     abandoned = trial.model_copy(
         update={
             "verdict": Verdict.INCONCLUSIVE,

@@ -84,6 +84,10 @@ def decide(
         r.phase(Phase.PAUSED)
         r.condition(ConditionType.PROGRESSING, False, "Paused", "spec.paused is true")
         return r.decision("paused")
+    trial = r.status.current_trial
+    if r.status.drift_generation is not None and is_canary(trial):
+        # Drift mid-canary: the canary is removed before tuning pauses.
+        return canary.canary_rolling_back(r, facts)
     if r.status.drift_generation is not None:
         return r.decision("paused for an outside change until the spec changes")
     if r.status.phase in (Phase.PAUSED, Phase.FAILED):
