@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from tests.unit.core.builders import kv_pressure
 from tests.unit.rollout.test_rollout_phases import (
     AFTER,
     BEFORE,
@@ -307,3 +308,30 @@ def test_a_container_changed_by_someone_else_mid_canary_removes_the_canary_then_
     assert run.status.expected_container == THEIRS.fingerprint()
     d = run.step(main(THEIRS, replicas=3, canary=CanaryFacts(exists=False)))
     assert d.reason == "paused for an outside change until the spec changes"
+
+
+def fp8_only(replicas: int) -> tuple[Run, Ready]:
+    """A target allowed only the FP8 KV cache (lossy), with a quality gate, under KV pressure."""
+    off = {"prefixCaching": False, "chunkedPrefill": False, "maxNumBatchedTokens": None}
+    knobs = {**off, "maxNumSeqs": None, "gpuMemoryUtilization": None, "kvCacheDtype": ["fp8"]}
+    run = Run(spec=spec(knobs=knobs, quality={"configMap": "qa"}))
+    return run, main(replicas=replicas, current=kv_pressure())
+
+
+def test_a_lossy_change_is_not_tried_without_a_canary_for_its_quality_gate() -> None:
+    run, seen = fp8_only(replicas=1)
+    run.step(seen)
+    run.later(SETTLE + WINDOW).step(seen)
+    assert run.phase() is Phase.EXHAUSTED
+    message = run.condition("Progressing")[2]
+    assert "spec.quality gates lossy changes on canary trials only" in message
+    assert "kvCacheDtype" in message
+
+
+def test_the_same_lossy_change_runs_as_a_canary_from_two_replicas() -> None:
+    run, seen = fp8_only(replicas=2)
+    run.step(seen)
+    run.later(SETTLE + WINDOW).step(seen)
+    trial = run.status.current_trial
+    assert trial is not None
+    assert (trial.knob, trial.to_value, trial.strategy) == ("kvCacheDtype", "fp8", Strategy.CANARY)

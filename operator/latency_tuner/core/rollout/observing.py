@@ -22,6 +22,7 @@ from latency_tuner.core.gitops import strategic_merge_patch
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import Exhausted
 from latency_tuner.core.rollout.analysis import Analysis, analyse, propose
+from latency_tuner.core.rollout.canary import LOSSY_KNOBS
 from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Ready
 from latency_tuner.core.rollout.state import Decision, Round
@@ -86,16 +87,30 @@ def _next_change(
     r: Round, facts: Ready, analysis: Analysis, obs: Observation, result: Score
 ) -> Decision:
     """Targets missed: plan the next change and start it, recommend it, or give up."""
-    proposal = propose(
-        r.spec,
-        analysis.diagnosis,
-        obs,
-        facts.command_line,
-        facts.hardware,
-        r.status.trials,
-        {(i.knob, i.value) for i in r.status.incompatible},
-    )
     recommend_only = r.spec.mode is not Mode.AUTO or facts.controller_owner is not None
+    excluded = {(i.knob, i.value) for i in r.status.incompatible}
+    skipped: list[str] = []
+    while True:
+        proposal = propose(
+            r.spec,
+            analysis.diagnosis,
+            obs,
+            facts.command_line,
+            facts.hardware,
+            r.status.trials,
+            excluded,
+        )
+        if isinstance(proposal, Exhausted) or recommend_only or not _ungated(r, proposal):
+            break
+        # spec.quality gates lossy changes on a canary: without one, never try them.
+        skipped.append(proposal.describe())
+        excluded.add((proposal.knob.value, proposal.to_value))
+    if skipped and isinstance(proposal, Exhausted):
+        proposal = Exhausted(
+            f"{proposal.reason}; not tried, as spec.quality gates lossy changes on canary "
+            f"trials only (status.strategy is Rollout): {', '.join(skipped)}",
+            proposal.advice,
+        )
     if isinstance(proposal, Exhausted):
         near = result.value is not None and result.value <= NEAR_MISS
         if near and not recommend_only and r.status.near_miss_at is None:
@@ -117,6 +132,14 @@ def _next_change(
     if target.fingerprint() == facts.container.fingerprint():
         return exhausted(r, f"{proposal.describe()} would not change the container", False)
     return _start_trial(r, proposal, obs, target, facts)
+
+
+def _ungated(r: Round, change: knob_catalog.Change) -> bool:
+    """A lossy change the quality gate asked for cannot check: the trial would not be a
+    canary."""
+    chosen = r.status.strategy
+    canary = chosen is not None and chosen.name is Strategy.CANARY
+    return r.spec.quality is not None and change.knob.value in LOSSY_KNOBS and not canary
 
 
 def exhausted(r: Round, why: str, recommend_only: bool) -> Decision:
