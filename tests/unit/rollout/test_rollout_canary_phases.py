@@ -335,3 +335,18 @@ def test_the_same_lossy_change_runs_as_a_canary_from_two_replicas() -> None:
     trial = run.status.current_trial
     assert trial is not None
     assert (trial.knob, trial.to_value, trial.strategy) == ("kvCacheDtype", "fp8", Strategy.CANARY)
+
+
+def test_a_new_spec_while_a_drifted_canary_is_removed_still_removes_it_first() -> None:
+    run = Run()
+    measuring(run)
+    run.step(main(THIRD, replicas=2, canary=canary()))
+    assert run.phase() is Phase.ROLLING_BACK
+    run.change_spec(paused=False)
+    d = run.step(main(THIRD, replicas=2, canary=canary()))
+    assert run.phase() is Phase.ROLLING_BACK
+    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    assert d.apply is None
+    run.step(main(THIRD, replicas=3, canary=CanaryFacts(exists=False)))
+    assert run.phase() is Phase.OBSERVING
+    assert run.status.current_trial is None

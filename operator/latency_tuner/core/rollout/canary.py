@@ -398,8 +398,9 @@ def canary_rolling_back(r: Round, facts: Ready) -> Decision:
     r.update(
         current_trial=None,
         trials=with_trial(r.status.trials, done),
-        # The container as it stands: the trial's start, or what someone else made it.
-        expected_container=current,
+        # Paused for drift: the container as they left it. Otherwise the trial's start, so a
+        # change made meanwhile by someone else is noticed (and measured afresh) next round.
+        expected_container=current if drifted else trial.from_container.fingerprint,
         # The baseline pods never changed: the next window may start now.
         stable_since=None if drifted else r.stamp,
     )

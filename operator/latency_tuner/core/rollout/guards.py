@@ -41,7 +41,9 @@ def new_spec(r: Round) -> None:
     if r.status.drift_generation is not None and r.generation > r.status.drift_generation:
         r.update(drift_generation=None)
         r.condition(ConditionType.DEGRADED, False, "SpecChanged", "tuning resumed: new spec")
-        r.phase(Phase.OBSERVING)
+        # A canary still being removed after the drift is removed first.
+        canary_left = is_canary(r.status.current_trial)
+        r.phase(Phase.ROLLING_BACK if canary_left else Phase.OBSERVING)
     if r.status.phase in (Phase.CONVERGED, Phase.EXHAUSTED):
         r.phase(Phase.OBSERVING)
 

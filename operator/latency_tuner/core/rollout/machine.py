@@ -7,7 +7,7 @@ from datetime import datetime
 
 from latency_tuner.api.conditions import ConditionType
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.api.status import LatencyTargetStatus, Phase, Trial, Verdict
 from latency_tuner.core.rollout import canary, guards
 from latency_tuner.core.rollout.facts import Blocked, Facts, Ready, is_canary
 from latency_tuner.core.rollout.observing import observing
@@ -65,6 +65,11 @@ CANARY_PHASES: Mapping[Phase, Step] = {
 }
 
 
+def _removing_canary(trial: Trial) -> bool:
+    # A refused canary is only being removed: the main container is not the trial's concern.
+    return is_canary(trial) and trial.verdict not in (None, Verdict.KEEP)
+
+
 def decide(
     spec: LatencyTargetSpec,
     generation: int,
@@ -96,7 +101,7 @@ def decide(
     fingerprint = facts.container.fingerprint()
     if trial is None:
         guards.adopt_outside_changes(r, fingerprint)
-    elif fingerprint not in guards.fingerprints(trial):
+    elif fingerprint not in guards.fingerprints(trial) and not _removing_canary(trial):
         return guards.drift(r, trial, facts)
     trial = r.status.current_trial
     if is_canary(trial) and r.status.phase in CANARY_PHASES:
