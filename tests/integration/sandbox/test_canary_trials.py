@@ -212,11 +212,20 @@ async def test_the_operator_killed_mid_canary_resumes_without_a_second_canary(
     assert main["spec"]["replicas"] == 2
 
 
+def _on_delete(policy: str) -> Callable[[dict[str, Any]], None]:
+    def change(data: dict[str, Any]) -> None:
+        data["latencyTarget"]["spec"]["onDelete"] = policy
+
+    return change
+
+
+@pytest.mark.parametrize("policy", ["Keep", "Restore"])
 async def test_deleting_the_target_mid_canary_removes_the_canary_and_gives_the_replica_back(
-    tmp_path: Path,
+    tmp_path: Path, policy: str
 ) -> None:
-    chosen = two_replicas("queueing")
+    chosen = two_replicas("queueing", _on_delete(policy))
     async with demo_run(chosen, workdir=tmp_path) as run:
+        args = await run.container_args()
         await run.sandbox.apply_latency_target()
         status = await run.wait_for(lambda s: s.get("phase") == "Settling", within=180)
         assert status.get("phase") == "Settling", status
@@ -232,3 +241,4 @@ async def test_deleting_the_target_mid_canary_removes_the_canary_and_gives_the_r
             )
 
         await eventually(cleaned, within=60, every=0.5)
+        assert await run.container_args() == args  # nothing to restore: never touched
