@@ -36,7 +36,8 @@ def run_kwargs(
         "registry": build_registry(settings, metrics_for=metrics_for),
         "standalone": settings.standalone,
         # Naming a peering makes kopf require it: only when several replicas elect a leader.
-        "peering_name": None if settings.standalone else settings.peering_name,
+        # Each shard's replicas elect their leader in a peering of their own.
+        "peering_name": None if settings.standalone else settings.shard_peering_name,
         "liveness_endpoint": (
             f"http://{settings.probe_address}:{settings.probe_port}/healthz"
             if settings.probe_port
