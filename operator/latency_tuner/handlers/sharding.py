@@ -13,16 +13,30 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, MutableMapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from latency_tuner.adapters.kubernetes.client import Conflict, KubernetesError
-from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
-from latency_tuner.adapters.kubernetes.shard_claims import ShardClaims
 from latency_tuner.core.sharding.claim import CLAIM_ANNOTATION, Claim, Holder, Step, decide
 
 log = logging.getLogger("latency_tuner.shards")
 
 Key = tuple[str, str]
+
+
+class ClaimWrites(Protocol):
+    """adapters.kubernetes.shard_claims.ShardClaims: Conflict when the object moved on."""
+
+    async def write(
+        self, *, namespace: str, name: str, claim: Claim | None, resource_version: str
+    ) -> dict[str, Any]: ...
+
+    async def report(self, *, namespace: str, name: str, shard: str) -> None: ...
+
+
+class TargetReads(Protocol):
+    """adapters.kubernetes.latencytargets.LatencyTargets: the object now, None when gone."""
+
+    async def get(self, *, namespace: str, name: str) -> dict[str, Any] | None: ...
 
 
 def interested(holder: Holder) -> Callable[..., bool]:
@@ -51,8 +65,8 @@ class ShardGate:
         holder: Holder,
         *,
         lease_seconds: float,
-        claims: ShardClaims,
-        targets: LatencyTargets,
+        claims: ClaimWrites,
+        targets: TargetReads,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.holder = holder
