@@ -152,3 +152,41 @@ async def test_resharding_from_one_to_two_shards_never_gives_a_target_two_owners
         if old_leaves == "stopped":
             text = old.log_path.read_text()
             assert all(f"{NAMESPACE}/{n}: shard 0/1 ({OLD_POD}) released" in text for n in TARGETS)
+
+
+async def test_in_label_mode_each_shard_watches_and_works_on_only_the_targets_its_label_names(
+    tmp_path: Path,
+) -> None:
+    labels = {"chat-0": "1", "chat-1": "0", "chat-2": None, "chat-3": "7"}  # 7: no such shard
+    wanted = {"chat-0": 1, "chat-1": 0, "chat-2": 0, "chat-3": 0}
+    async with Sandbox(namespace=NAMESPACE, prometheus=False, load=False) as sandbox:
+        sandbox.api_server.emulator.requests_kept = 1_000_000
+        for name, value in labels.items():
+            manifest = latency_target(name)
+            if value is not None:
+                manifest["metadata"]["labels"] = {"latencytuner.io/shard": value}
+            await sandbox.apply(manifest)
+        shards = [shard(sandbox, tmp_path, NEW_POD[i], i, 2) for i in (0, 1)]
+        for process in shards:
+            process.extra_args += ["--shard-mode", "label"]
+        try:
+            for process in shards:
+                await asyncio.to_thread(process.start)
+
+            async def claimed_as_labelled() -> bool:
+                found = await claims(sandbox)
+                return all((found[n] or {}).get("pod") == NEW_POD[i] for n, i in wanted.items())
+
+            await eventually(claimed_as_labelled, within=60)
+        finally:
+            for process in shards:
+                await asyncio.to_thread(process.stop)
+        log = requests_on_targets(sandbox)
+        for name, index in wanted.items():
+            assert set(acts(log, name)) == {NEW_POD[index]}, name
+        selectors = {
+            r.params.get("labelSelector")
+            for r in list(sandbox.api_server.emulator)
+            if r.url.path.endswith("/latencytargets") and r.params.get("watch") == "true"
+        }
+        assert selectors == {"latencytuner.io/shard notin (1)", "latencytuner.io/shard=1"}
