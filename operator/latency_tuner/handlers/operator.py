@@ -52,7 +52,7 @@ from latency_tuner.controller.attribution import (
 from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.core.rollout import Note, Reason, baseline_container
-from latency_tuner.core.sharding.claim import Holder
+from latency_tuner.core.sharding.claim import Holder, finalizer_for
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
 from latency_tuner.handlers import caches
 from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
@@ -91,7 +91,7 @@ def build_registry(
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
             prefix="latencytuner.io"
         )
-        settings.persistence.finalizer = "latencytuner.io/restore"
+        settings.persistence.finalizer = finalizer_for(config.sharding)
         settings.posting.level = logging.WARNING  # kopf's own log lines do not become Events
         # Events say "From: latency-tuner" (kubectl describe), from this pod.
         settings.posting.reporting_component = FIELD_MANAGER

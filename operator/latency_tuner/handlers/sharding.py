@@ -16,7 +16,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from latency_tuner.adapters.kubernetes.client import Conflict, KubernetesError
-from latency_tuner.core.sharding.claim import CLAIM_ANNOTATION, Claim, Holder, Step, decide
+from latency_tuner.core.sharding.claim import (
+    CLAIM_ANNOTATION,
+    Claim,
+    Holder,
+    Step,
+    decide,
+    stale_finalizers,
+)
 
 log = logging.getLogger("latency_tuner.shards")
 
@@ -27,7 +34,13 @@ class ClaimWrites(Protocol):
     """adapters.kubernetes.shard_claims.ShardClaims: Conflict when the object moved on."""
 
     async def write(
-        self, *, namespace: str, name: str, claim: Claim | None, resource_version: str
+        self,
+        *,
+        namespace: str,
+        name: str,
+        claim: Claim | None,
+        resource_version: str,
+        finalizers: list[str] | None = None,
     ) -> dict[str, Any]: ...
 
     async def report(self, *, namespace: str, name: str, shard: str) -> None: ...
@@ -102,10 +115,14 @@ class ShardGate:
                 return False
             self._waiting.pop(key, None)
             if decision.step is not Step.ACT:
+                finalizers = list(meta.get("finalizers") or [])
+                kept = stale_finalizers(finalizers, self.holder.sharding)
                 try:
                     await self._claims.write(
                         namespace=key[0], name=key[1], claim=decision.write,
                         resource_version=str(meta.get("resourceVersion", "")),
+                        finalizers=kept if decision.step is Step.TAKE and kept != finalizers
+                        else None,
                     )  # fmt: skip
                 except Conflict:
                     obj = await self._targets.get(namespace=key[0], name=key[1])

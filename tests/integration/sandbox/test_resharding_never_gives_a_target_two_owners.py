@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from tests.integration.sandbox.support import NAMESPACE, eventually
 
-from latency_tuner.core.sharding.assignment import hashed_shard
-from latency_tuner.core.sharding.claim import CLAIM_ANNOTATION
+from latency_tuner.core.sharding.assignment import Sharding, hashed_shard
+from latency_tuner.core.sharding.claim import CLAIM_ANNOTATION, finalizer_for
 from latency_tuner.sandbox.cluster import Sandbox
 from latency_tuner.sandbox.operator_process import OperatorProcess
 
@@ -78,6 +78,23 @@ def requests_on_targets(sandbox: Sandbox) -> list[tuple[str, str, str]]:
         if agent.startswith("latency-tuner"):
             seen.append((agent.rsplit("(", 1)[1].rstrip(")"), what, str(r.name)))
     return seen
+
+
+def finalizer_writes(sandbox: Sandbox, target: str) -> int:
+    """PATCHes that set the target's finalizers (kopf's, and a takeover's)."""
+    count = 0
+    for r in list(sandbox.api_server.emulator):
+        if getattr(r.method, "value", r.method) != "PATCH":
+            continue
+        if not r.url.path.endswith(f"/latencytargets/{target}"):
+            continue
+        if isinstance(r.data, list):  # a JSON patch
+            count += any(
+                str(op.get("path", "")).startswith("/metadata/finalizers") for op in r.data
+            )
+        else:
+            count += "finalizers" in ((r.data or {}).get("metadata") or {})
+    return count
 
 
 def acts(log: list[tuple[str, str, str]], target: str) -> list[str]:
@@ -149,6 +166,11 @@ async def test_resharding_from_one_to_two_shards_never_gives_a_target_two_owners
             assert runs(acts(log, name)) == [OLD_POD, NEW_POD[owner(name)]], name
             target = await sandbox.get(LT_API, "LatencyTarget", name, namespace=NAMESPACE)
             assert (target or {}).get("status", {}).get("shard") == f"{owner(name)}/2"
+            # Only the owner's finalizer is left, and no two shards took turns rewriting it.
+            finalizers = (target or {})["metadata"].get("finalizers")
+            assert finalizers == [finalizer_for(Sharding(owner(name), 2))]
+            # (Shards sharing one finalizer rewrite it on every watch event: dozens a second.)
+            assert finalizer_writes(sandbox, name) <= 12
         if old_leaves == "stopped":
             text = old.log_path.read_text()
             assert all(f"{NAMESPACE}/{n}: shard 0/1 ({OLD_POD}) released" in text for n in TARGETS)
@@ -184,6 +206,10 @@ async def test_in_label_mode_each_shard_watches_and_works_on_only_the_targets_it
         log = requests_on_targets(sandbox)
         for name, index in wanted.items():
             assert set(acts(log, name)) == {NEW_POD[index]}, name
+            target = await sandbox.get(LT_API, "LatencyTarget", name, namespace=NAMESPACE)
+            finalizers = (target or {})["metadata"].get("finalizers")
+            assert finalizers == [finalizer_for(Sharding(index, 2, "label"))]
+            assert finalizer_writes(sandbox, name) <= 12
         selectors = {
             r.params.get("labelSelector")
             for r in list(sandbox.api_server.emulator)

@@ -49,7 +49,13 @@ class FakeServer:
         meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
 
     async def write(
-        self, *, namespace: str, name: str, claim: Claim | None, resource_version: str
+        self,
+        *,
+        namespace: str,
+        name: str,
+        claim: Claim | None,
+        resource_version: str,
+        finalizers: list[str] | None = None,
     ) -> dict[str, Any]:
         if self.meddle is not None:
             self.put(name, self.meddle)
@@ -57,6 +63,8 @@ class FakeServer:
         if resource_version != self.objects[name]["metadata"]["resourceVersion"]:
             raise Conflict("the object has been modified", status=409)
         self.put(name, claim)
+        if finalizers is not None:
+            self.objects[name]["metadata"]["finalizers"] = finalizers
         self.writes.append((name, claim))
         return self.body(name)
 
@@ -108,6 +116,15 @@ async def test_another_shards_live_claim_is_waited_for_and_an_expired_one_taken(
     clock.now += timedelta(seconds=1)
     assert await shard.may_act(server.body(MINE))
     assert server.claim(MINE) == claim_for(ME, clock.now, LEASE)
+
+
+async def test_a_takeover_removes_the_finalizer_a_gone_shard_left_behind() -> None:
+    server, clock = FakeServer(MINE), Clock()
+    server.put(MINE, claim_for(OTHER, T0, LEASE))
+    server.objects[MINE]["metadata"]["finalizers"] = ["latencytuner.io/restore", "x.io/keep"]
+    clock.now += timedelta(seconds=LEASE)
+    assert await gate(server, clock).may_act(server.body(MINE))
+    assert server.objects[MINE]["metadata"]["finalizers"] == ["x.io/keep"]
 
 
 async def test_a_lost_race_is_decided_again_on_what_the_winner_wrote() -> None:

@@ -20,17 +20,24 @@ class ShardClaims:
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
 
     async def write(
-        self, *, namespace: str, name: str, claim: Claim | None, resource_version: str
+        self,
+        *,
+        namespace: str,
+        name: str,
+        claim: Claim | None,
+        resource_version: str,
+        finalizers: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Set the claim (None removes it) if the object is still at ``resource_version``;
-        raises Conflict otherwise. Returns the object as written."""
+        """Set the claim (None removes it), and the finalizers when given, if the object is
+        still at ``resource_version``; raises Conflict otherwise. Returns the object."""
         value = claim.to_annotation() if claim is not None else None
-        body = {
-            "metadata": {
-                "resourceVersion": resource_version,
-                "annotations": {CLAIM_ANNOTATION: value},
-            }
+        metadata: dict[str, Any] = {
+            "resourceVersion": resource_version,
+            "annotations": {CLAIM_ANNOTATION: value},
         }
+        if finalizers is not None:  # a merge patch replaces a list whole
+            metadata["finalizers"] = finalizers
+        body = {"metadata": metadata}
         result: dict[str, Any] = await self._calls.run(
             raw, self._custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
             name, body, _content_type=MERGE_PATCH,

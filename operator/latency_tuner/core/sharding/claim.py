@@ -27,6 +27,7 @@ from enum import StrEnum
 from latency_tuner.core.sharding.assignment import Sharding
 
 CLAIM_ANNOTATION = "latencytuner.io/shard-claim"
+FINALIZER = "latencytuner.io/restore"
 RENEW_FRACTION = 3
 """The holder renews once its claim is older than lease / RENEW_FRACTION."""
 
@@ -103,6 +104,23 @@ def claim_for(holder: Holder, now: datetime, lease_seconds: float) -> Claim:
         renewed=now,
         lease_seconds=lease_seconds,
     )
+
+
+def finalizer_for(sharding: Sharding) -> str:
+    """kopf's finalizer for this shard. Each shard count and index has its own: kopf removes
+    its finalizer from any object none of its handlers wants, so two shards sharing one name
+    would take turns adding and removing it on every target, forever."""
+    if sharding.shards == 1:
+        return FINALIZER
+    return f"{FINALIZER}-shard-{sharding.index}-of-{sharding.shards}"
+
+
+def stale_finalizers(finalizers: list[str], sharding: Sharding) -> list[str]:
+    """The finalizers to keep when this shard takes a target over: other shards' restore
+    finalizers go (their holder released the claim or let it expire, and a shard that no
+    longer runs would otherwise block the target's deletion forever); every other stays."""
+    mine = finalizer_for(sharding)
+    return [f for f in finalizers if f == mine or not f.startswith(FINALIZER)]
 
 
 class Step(StrEnum):

@@ -12,7 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from latency_tuner.core.sharding.assignment import Sharding
-from latency_tuner.core.sharding.claim import Claim, Holder, Step, claim_for, decide
+from latency_tuner.core.sharding.claim import (
+    FINALIZER,
+    Claim,
+    Holder,
+    Step,
+    claim_for,
+    decide,
+    finalizer_for,
+    stale_finalizers,
+)
 
 T0 = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
 LEASE = 90.0
@@ -80,6 +89,22 @@ def test_a_claim_reads_back_as_written_and_garbage_reads_as_no_claim() -> None:
     for text in (None, "", "{", '{"pod": "x"}', '{"pod":"x","shard":0,"shards":1,'
                  '"renewed":"2026-12-03T02:00:00","leaseSeconds":9}'):  # fmt: skip
         assert Claim.from_annotation(text) is None
+
+
+def test_each_shard_count_and_index_has_its_own_finalizer_and_one_shard_keeps_todays() -> None:
+    assert finalizer_for(Sharding()) == FINALIZER == "latencytuner.io/restore"
+    names = {finalizer_for(Sharding(i, n)) for n in (1, 2, 3) for i in range(n)}
+    assert len(names) == 6
+    assert finalizer_for(Sharding(1, 2)) == "latencytuner.io/restore-shard-1-of-2"
+
+
+def test_taking_over_drops_other_shards_restore_finalizers_and_keeps_everyone_elses() -> None:
+    present = [FINALIZER, "latencytuner.io/restore-shard-1-of-2", "example.com/keep",
+               "latencytuner.io/restore-shard-0-of-2"]  # fmt: skip
+    assert stale_finalizers(present, Sharding(0, 2)) == [
+        "example.com/keep",
+        "latencytuner.io/restore-shard-0-of-2",
+    ]
 
 
 # --- generated histories ----------------------------------------------------------------------
