@@ -99,7 +99,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
         "hash (of namespace/name) or label (the target's latencytuner.io/shard label)", "choice"),
     "shard-lease": (
         "how long a shard's claim on a target holds without renewal, e.g. 3m", "duration"),
-    "pod-name": ("who holds this shard's claims (default: $HOSTNAME)", "str"),
+    "pod-name": ("who holds this shard's claims (default: $POD_ID, else $HOSTNAME)", "str"),
 }  # fmt: skip
 _CHOICES = {
     "metrics-source": ("prometheus", "scrape"),

@@ -115,6 +115,9 @@ class ShardGate:
                 return False
             self._waiting.pop(key, None)
             if decision.step is not Step.ACT:
+                if not meta.get("resourceVersion"):  # a write without one would be blind
+                    obj = await self._targets.get(namespace=key[0], name=key[1])
+                    continue
                 finalizers = list(meta.get("finalizers") or [])
                 kept = stale_finalizers(finalizers, self.holder.sharding)
                 try:
