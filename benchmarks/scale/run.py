@@ -1,4 +1,5 @@
-"""Scale benchmark: one operator process reconciling 100 / 1,000 LatencyTargets.
+"""Scale benchmark: the operator (one process, or ``--shards N``) reconciling 100 / 1,000
+LatencyTargets.
 
 Three processes, so each one's CPU and memory is its own:
 
@@ -11,6 +12,8 @@ Three processes, so each one's CPU and memory is its own:
 - **operator** (``--role operator``): the real operator (``run_operator``: kopf, handlers,
   reconcile, adapters) with a scripted metrics source that counts ``observe()`` calls; a target
   answers a TTFT p90 of 0.3 s (threshold 0.5 s) until the bench "breaches" it (2.0 s, queueing).
+- With ``--shards N``, N operator processes, each shard ``i`` of ``N`` (hash of namespace/name,
+  each acting only on the targets it has claimed); their CPU and RSS are summed.
 - **bench** (default): starts both, reads RSS/CPU of each from ``/proc`` (Linux only), waits
   for every target to converge, measures a steady state, breaches a few targets and waits for
   their first rollout, then prints a table (or ``--json``).
@@ -293,7 +296,9 @@ class _World:
 # ---- operator process: the real operator, a scripted metrics source -------------------------
 
 
-def _operator(kubeconfig: str, interval: float, prometheus_url: str) -> int:
+def _operator(
+    kubeconfig: str, interval: float, prometheus_url: str, shards: int = 1, shard: int = 0
+) -> int:
     import kopf
 
     from latency_tuner.handlers.cli import run_operator
@@ -309,6 +314,9 @@ def _operator(kubeconfig: str, interval: float, prometheus_url: str) -> int:
         probe_port=0,
         kubeconfig=kubeconfig,
         log_level="warning",
+        shards=shards,
+        shard_index=shard,
+        pod_name=f"bench-shard-{shard}",
     )
     stop, ready = threading.Event(), threading.Event()
     failures: list[BaseException] = []
@@ -379,6 +387,34 @@ class _Proc:
             if key in ("VmRSS", "VmHWM"):
                 values[key] = int(value.split()[0]) / 1024
         return values["VmRSS"], values["VmHWM"]
+
+
+@dataclass
+class _Shards:
+    """The operator's shards (one process each) read as one operator: CPU and RSS summed."""
+
+    procs: list[_Proc]
+
+    def ask(self, command: str, timeout: float = 60.0) -> dict[str, Any]:
+        answers = [p.ask(command, timeout) for p in self.procs]
+        merged = {k: v for a in answers for k, v in a.items() if k != "failures"}
+        if command == "start":
+            merged["started"] = all(a.get("started") for a in answers)
+        merged["failures"] = [f for a in answers for f in a.get("failures", [])]
+        return merged
+
+    def read(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        return [p.read(timeout) for p in self.procs]
+
+    def cpu(self) -> float:
+        return sum(p.cpu() for p in self.procs)
+
+    def memory(self) -> tuple[float, float]:
+        each = [p.memory() for p in self.procs]
+        return sum(rss for rss, _ in each), sum(peak for _, peak in each)
+
+    def rss_each(self) -> list[float]:
+        return [round(p.memory()[0], 1) for p in self.procs]
 
 
 def _machine_busy() -> float:
@@ -494,6 +530,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
         "window_s": window,
         "cooldown_s": cooldown,
         "scrape_interval_s": options.scrape,
+        "shards": options.shards,
     }
     with (
         open(workdir / f"world-{n}.log", "w") as wlog,
@@ -514,9 +551,12 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 raise RuntimeError("Prometheus did not scrape the fleet (see its log)")
             time.sleep(window + options.scrape)  # a full window of samples before the operator
             result["prometheus_series"] = prometheus.series()
-            operator = _spawn(["--role", "operator", "--kubeconfig", str(kubeconfig),
-                               "--interval", str(interval), "--prometheus-url", prometheus.url],
-                              olog)  # fmt: skip
+            operator = _Shards([
+                _spawn(["--role", "operator", "--kubeconfig", str(kubeconfig),
+                        "--interval", str(interval), "--prometheus-url", prometheus.url,
+                        "--shards", str(options.shards), "--shard", str(i)], olog)
+                for i in range(options.shards)
+            ])  # fmt: skip
             operator.read(120)
             time.sleep(0.5)
             base_rss, _ = operator.memory()
@@ -586,6 +626,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 operator_rss_over_baseline_mib=round(rss - base_rss, 1),
                 operator_rss_ratio=round(rss / base_rss, 2),
                 operator_rss_per_target_kib=round(1024 * (rss - base_rss) / n, 1),
+                operator_rss_per_shard_mib=operator.rss_each(),
                 world_rss_mib=round(world.memory()[0], 1),
                 # Other processes' CPU (and this driver's) in the steady window: contention
                 # inflates the wall-clock figures (cycle period, breach -> rollout), not CPU.
@@ -623,7 +664,8 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             if operator is not None:
                 with contextlib.suppress(Exception):
                     operator.ask("stop", 60)
-                _end(operator)
+                for proc in operator.procs:
+                    _end(proc)
             if prometheus is not None:
                 prometheus.stop()
             with contextlib.suppress(Exception):
@@ -653,6 +695,8 @@ def _summary(values: list[float]) -> dict[str, float] | None:
 
 ROWS = [
     ("LatencyTargets (one Deployment, one pod each)", "targets"),
+    ("operator shards (one process each; CPU and RSS summed over them)", "shards"),
+    ("operator RSS per shard, steady state [MiB]", "operator_rss_per_shard_mib"),
     ("time until all Converged [s]", "time_to_converge_all_s"),
     ("operator RSS before start (baseline) [MiB]", "operator_baseline_rss_mib"),
     ("operator RSS, steady state [MiB]", "operator_rss_mib"),
@@ -720,6 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--converge-timeout", type=float, default=300.0)
     p.add_argument("--breach-timeout", type=float, default=150.0)
     p.add_argument("--workdir", help="keep kubeconfigs and logs here (default: a temp dir)")
+    p.add_argument("--shards", type=int, default=1, help="operator shards (processes)")
+    p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--role", choices=["bench", "world", "operator"], default="bench",
                    help=argparse.SUPPRESS)  # fmt: skip
     p.add_argument("--kubeconfig", help=argparse.SUPPRESS)
@@ -731,7 +777,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(world.serve(Path(options.kubeconfig)))
         return 0
     if options.role == "operator":
-        return _operator(options.kubeconfig, options.interval, options.prometheus_url)
+        return _operator(
+            options.kubeconfig,
+            options.interval,
+            options.prometheus_url,
+            options.shards,
+            options.shard,
+        )
     results = []
     with contextlib.ExitStack() as stack:
         workdir = Path(options.workdir or stack.enter_context(tempfile.TemporaryDirectory()))

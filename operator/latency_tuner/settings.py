@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from latency_tuner.api.durations import format_duration, parse_duration
+from latency_tuner.core.sharding.assignment import Sharding, ordinal
 
 ENV_PREFIX = "LT_"
 
@@ -44,6 +45,23 @@ class OperatorSettings:
     probe_address: str = "0.0.0.0"  # the kubelet probes the pod IP
     kubeconfig: str | None = None
     verbose: bool = False
+    # Sharding: this process is shard `shard_index` of `shards` (see core/sharding).
+    shards: int = 1
+    shard_index: int = 0
+    shard_mode: Literal["hash", "label"] = "hash"
+    shard_lease_seconds: float = 180.0
+    pod_name: str = ""  # who holds the claims; the pod's name (HOSTNAME) when unset
+
+    @property
+    def sharding(self) -> Sharding:
+        return Sharding(index=self.shard_index, shards=self.shards, mode=self.shard_mode)
+
+    @property
+    def shard_peering_name(self) -> str:
+        """The peering each shard's replicas elect their leader in: one per shard."""
+        if self.shards == 1:
+            return self.peering_name
+        return f"{self.peering_name}-shard-{self.shard_index}"
 
 
 # flag name -> (help, kind); kind: str | float-duration | bool | int | list | choice
@@ -73,11 +91,21 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "probe-address": ("address /healthz listens on", "address"),
     "kubeconfig": ("kubeconfig file (default: in-cluster, then ~/.kube/config)", "str"),
     "verbose": ("debug logging of kopf itself", "bool"),
+    "shards": ("number of operator shards the LatencyTargets are split across", "count"),
+    "shard-index": (
+        "this operator's shard, 0 to shards-1; default: the ordinal ending the hostname "
+        "(a StatefulSet pod's), else 0", "index"),
+    "shard-mode": (
+        "hash (of namespace/name) or label (the target's latencytuner.io/shard label)", "choice"),
+    "shard-lease": (
+        "how long a shard's claim on a target holds without renewal, e.g. 3m", "duration"),
+    "pod-name": ("who holds this shard's claims (default: $POD_ID, else $HOSTNAME)", "str"),
 }  # fmt: skip
 _CHOICES = {
     "metrics-source": ("prometheus", "scrape"),
     "log-format": ("plain", "json"),
     "log-level": ("debug", "info", "warning", "error"),
+    "shard-mode": ("hash", "label"),
 }
 
 
@@ -144,6 +172,16 @@ def _int(text: str, what: str) -> int:
     return value
 
 
+def _whole(text: str, what: str, *, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise SettingsError(f"{what}: {text!r} is not a whole number") from None
+    if value < least:
+        raise SettingsError(f"{what}: {value} must be at least {least}")
+    return value
+
+
 def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorSettings:
     """Settings from flags, then the environment, then defaults."""
     ns = parser().parse_args(list(argv))
@@ -166,6 +204,8 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorS
                 values[attr] = _bool(raw, what)
             elif kind == "int":
                 values[attr] = _int(raw, what)
+            elif kind in ("count", "index"):
+                values[attr] = _whole(raw, what, least=1 if kind == "count" else 0)
             elif kind == "address":
                 values[attr] = str(ipaddress.ip_address(raw.strip()))
             elif kind == "list":
@@ -182,6 +222,7 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorS
             raise
         except ValueError as exc:
             raise SettingsError(f"{what}: {exc}") from exc
+    _shard_identity(values, environ)
     settings = OperatorSettings(**values)  # type: ignore[arg-type]
     if settings.metrics_source == "prometheus" and not settings.prometheus_url:
         raise SettingsError(
@@ -196,3 +237,18 @@ def parse_settings(argv: Sequence[str], environ: Mapping[str, str]) -> OperatorS
                 "host.attacker.example)"
             )
     return settings
+
+
+def _shard_identity(values: dict[str, object], environ: Mapping[str, str]) -> None:
+    """Fill in the pod name and, for a StatefulSet pod, the shard index from its ordinal."""
+    hostname = environ.get("HOSTNAME", "")
+    values.setdefault("pod_name", environ.get("POD_ID") or hostname)
+    shards = int(values.get("shards", 1))  # type: ignore[call-overload]
+    if "shard_index" not in values and shards > 1:
+        values["shard_index"] = ordinal(hostname) or 0
+    index = int(values.get("shard_index", 0))  # type: ignore[call-overload]
+    if index >= shards:
+        raise SettingsError(
+            f"--shard-index: {index} is not a shard of {shards} (0 to {shards - 1}); with a "
+            "StatefulSet, its replicas must equal --shards"
+        )

@@ -32,6 +32,12 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "namespaced": {"watchNamespaces": ["team-a", "team-b"]},
     "peering": {"replicaCount": 3},
     "namespaced-peering": {"replicaCount": 2, "watchNamespaces": ["team-a", "team-b"]},
+    "sharded": {"sharding": {"shards": 3}},
+    "sharded-peering-namespaced": {
+        "sharding": {"shards": 2, "mode": "label", "lease": "5m"},
+        "replicaCount": 2,
+        "watchNamespaces": ["team-a", "team-b"],
+    },
     "prometheus-secret-auth": {
         "prometheus": {
             "url": "https://prometheus.example.internal:9091",

@@ -36,6 +36,35 @@ app.kubernetes.io/name: {{ include "latency-tuner.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* A shard's workload name: the full name, plus "-shard-<index>" when there are shards. */}}
+{{- define "latency-tuner.shardName" -}}
+{{- $root := index . 0 }}{{ $shard := index . 1 }}
+{{- if gt (int $root.Values.sharding.shards) 1 }}
+{{- printf "%s-shard-%d" (include "latency-tuner.fullname" $root | trunc 55 | trimSuffix "-") $shard }}
+{{- else }}
+{{- include "latency-tuner.fullname" $root }}
+{{- end }}
+{{- end }}
+
+{{/* The label telling a shard's pods apart; nothing without shards (the selector is immutable:
+  a release without shards keeps the selector it was installed with). */}}
+{{- define "latency-tuner.shardLabel" -}}
+{{- $root := index . 0 }}{{ $shard := index . 1 }}
+{{- if gt (int $root.Values.sharding.shards) 1 }}
+latencytuner.io/shard: {{ $shard | quote }}
+{{- end }}
+{{- end }}
+
+{{/* The kopf peering a shard's replicas share; the operator adds the same suffix itself. */}}
+{{- define "latency-tuner.peeringName" -}}
+{{- $root := index . 0 }}{{ $shard := index . 1 }}
+{{- if gt (int $root.Values.sharding.shards) 1 }}
+{{- printf "%s-shard-%d" $root.Values.peering.name $shard }}
+{{- else }}
+{{- $root.Values.peering.name }}
+{{- end }}
+{{- end }}
+
 {{- define "latency-tuner.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "latency-tuner.fullname" .) .Values.serviceAccount.name }}

@@ -384,6 +384,8 @@ class LatencyTargetStatus(StatusModel):
     near_miss_at: Timestamp | None = None
     """When a window missed the targets by a little with nothing left to try: one more window
     is measured before giving up (cleared by a trial or by targets met)."""
+    shard: str | None = Field(default=None, max_length=32)
+    """The operator shard that owns this target, as index/count (e.g. 1/2)."""
 
     @field_validator("trials", mode="after")
     @classmethod

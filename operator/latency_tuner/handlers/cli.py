@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import sys
 import threading
 from collections.abc import Sequence
@@ -36,7 +37,11 @@ def run_kwargs(
         "registry": build_registry(settings, metrics_for=metrics_for),
         "standalone": settings.standalone,
         # Naming a peering makes kopf require it: only when several replicas elect a leader.
-        "peering_name": None if settings.standalone else settings.peering_name,
+        # Each shard's replicas elect their leader in a peering of their own.
+        "peering_name": None if settings.standalone else settings.shard_peering_name,
+        # kopf pauses every peer when the highest priority is shared: a random one per process
+        # lets one replica of a shard lead and the others stand by.
+        "priority": None if settings.standalone else secrets.randbelow(1_000_000) + 1,
         "liveness_endpoint": (
             f"http://{settings.probe_address}:{settings.probe_port}/healthz"
             if settings.probe_port

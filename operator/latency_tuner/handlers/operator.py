@@ -26,11 +26,17 @@ from prometheus_client import start_http_server
 
 from latency_tuner.adapters.inference.probe import PodQualityProbe
 from latency_tuner.adapters.kubernetes.canaries import Canaries
-from latency_tuner.adapters.kubernetes.client import Conflict, KubernetesError, make_api_client
+from latency_tuner.adapters.kubernetes.client import (
+    Calls,
+    Conflict,
+    KubernetesError,
+    make_api_client,
+)
 from latency_tuner.adapters.kubernetes.configmaps import ConfigMaps
 from latency_tuner.adapters.kubernetes.deployments import Deployments
 from latency_tuner.adapters.kubernetes.latencytargets import LatencyTargets
 from latency_tuner.adapters.kubernetes.nodes import Nodes
+from latency_tuner.adapters.kubernetes.shard_claims import ShardClaims
 from latency_tuner.adapters.metrics import MetricsError, MetricsSource
 from latency_tuner.adapters.metrics.batch import BatchedPrometheus
 from latency_tuner.adapters.metrics.pool import ScrapePool
@@ -49,10 +55,12 @@ from latency_tuner.controller.attribution import (
 from latency_tuner.controller.ports import MetricsFor, Ports
 from latency_tuner.controller.reconciler import Reconciler, owner_of
 from latency_tuner.core.rollout import Note, Reason, baseline_container
+from latency_tuner.core.sharding.claim import Holder, finalizer_for
 from latency_tuner.core.trust import change_refusal, prometheus_url_refusal
 from latency_tuner.handlers import caches
 from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
 from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
+from latency_tuner.handlers.sharding import ShardGate, interested
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -68,6 +76,9 @@ def build_registry(
     """
     registry = kopf.OperatorRegistry()
     resource = (GROUP, VERSION, PLURAL)
+    # This process acts only on the targets of its shard, and only once it holds their claim.
+    holder = Holder(pod=config.pod_name or socket.gethostname(), sharding=config.sharding)
+    mine = interested(holder)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -83,15 +94,22 @@ def build_registry(
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
             prefix="latencytuner.io"
         )
-        settings.persistence.finalizer = "latencytuner.io/restore"
+        settings.persistence.finalizer = finalizer_for(config.sharding)
         settings.posting.level = logging.WARNING  # kopf's own log lines do not become Events
         # Events say "From: latency-tuner" (kubectl describe), from this pod.
         settings.posting.reporting_component = FIELD_MANAGER
         settings.posting.reporting_instance = os.environ.get("HOSTNAME") or socket.gethostname()
         settings.posting.event_name_prefix = f"{FIELD_MANAGER}-"
         settings.watching.server_timeout = 300
+        selector = config.sharding.label_selector()
+        if selector is not None:  # label mode: the API server sends only this shard's targets
+            settings.watching.label_selectors[GROUP, PLURAL] = selector
         settings.watching.client_timeout = 330
         api_client = await asyncio.to_thread(make_api_client, config.kubeconfig)
+        # The API server's audit log tells the shards apart, and the claims from the work.
+        api_client.user_agent = f"{FIELD_MANAGER}/{holder.sharding.label} ({holder.pod})"
+        claims_client = await asyncio.to_thread(make_api_client, config.kubeconfig)
+        claims_client.user_agent = f"{FIELD_MANAGER}-claims/{holder.sharding.label} ({holder.pod})"
         metrics = OperatorMetrics()
         scrape = ScrapePool() if config.metrics_source == "scrape" else None
         memo.metrics = metrics
@@ -101,6 +119,12 @@ def build_registry(
         memo.indexed = IndexedDeployments(memo.deployments)
         memo.latencytargets = LatencyTargets(api_client)
         memo.canaries = Canaries(api_client, memo.deployments)
+        memo.gate = ShardGate(
+            holder,
+            lease_seconds=config.shard_lease_seconds,
+            claims=ShardClaims(claims_client),
+            targets=LatencyTargets(claims_client, calls=Calls("shard-claims-reads", workers=2)),
+        )
         memo.reconciler = Reconciler(
             Ports(
                 deployments=memo.indexed,
@@ -121,6 +145,9 @@ def build_registry(
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        gate: ShardGate | None = memo.get("gate")
+        if gate is not None:  # hand the targets over now rather than when the lease runs out
+            await gate.release_all(memo.locks)
         scrape: ScrapePool | None = memo.get("scrape")
         if scrape is not None:
             await scrape.close()
@@ -142,26 +169,30 @@ def build_registry(
         deployment = (spec.get("targetRef") or {}).get("name")
         return {(namespace, deployment): (str(meta.get("creationTimestamp", "")), name)}
 
-    @kopf.on.resume(*resource, registry=registry)
-    @kopf.on.create(*resource, registry=registry)
-    @kopf.on.update(*resource, field="spec", registry=registry)
+    @kopf.on.resume(*resource, registry=registry, when=mine)
+    @kopf.on.create(*resource, registry=registry, when=mine)
+    @kopf.on.update(*resource, field="spec", registry=registry, when=mine)
     async def changed(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         memo.indexed.attach(kwargs)
         await _reconcile(body, memo, kwargs["claims"])
 
-    @kopf.timer(*resource, interval=config.interval_seconds, sharp=False, registry=registry)
+    @kopf.timer(
+        *resource, interval=config.interval_seconds, sharp=False, registry=registry, when=mine
+    )
     async def tick(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         memo.indexed.attach(kwargs)
         await _reconcile(body, memo, kwargs["claims"])
 
-    @kopf.on.delete(*resource, registry=registry, when=_restore_wanted)
+    @kopf.on.delete(*resource, registry=registry, when=kopf.all_([mine, _restore_wanted]))
     async def restore(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         await _restore(body, memo)
 
-    @kopf.on.delete(*resource, registry=registry, when=_canary_in_flight)
+    @kopf.on.delete(*resource, registry=registry, when=kopf.all_([mine, _canary_in_flight]))
     async def remove_canary(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         async with memo.locks[(namespace, name)]:
+            if not await memo.gate.may_act(body):
+                raise kopf.TemporaryError("waiting for this shard's claim on the target", delay=10)
             await _remove_canary(body, memo)
 
     @kopf.on.delete(*resource, registry=registry, optional=True)
@@ -171,6 +202,7 @@ def build_registry(
         if memo.get("scrape") is not None:
             await memo.scrape.forget(namespace, name)
         memo.locks.pop((namespace, name), None)
+        memo.gate.forget((namespace, name))
 
     return registry
 
@@ -295,6 +327,11 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     metrics: OperatorMetrics = memo.metrics
     async with memo.locks[(namespace, name)]:
+        try:
+            if not await memo.gate.may_act(body):
+                return  # another shard's target, or its claim is still live
+        except KubernetesError as exc:
+            raise kopf.TemporaryError(f"shard claim: {exc}", delay=10) from exc
         with metrics.reconcile_seconds.labels(namespace, name).time():
             try:
                 deployment = (body.get("spec") or {}).get("targetRef", {}).get("name")
@@ -388,6 +425,9 @@ async def _restore(body: kopf.Body, memo: kopf.Memo) -> None:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     # Under the object's lock: a reconcile in flight must not patch after the restore.
     async with memo.locks[(namespace, name)]:
+        if not await memo.gate.may_act(body):
+            # Another shard still holds the target: it restores, or we do once it lets go.
+            raise kopf.TemporaryError("waiting for this shard's claim on the target", delay=10)
         await _remove_canary(body, memo)  # a canary in flight goes first
         fresh = await memo.latencytargets.get(namespace=namespace, name=name)
         if fresh is not None:

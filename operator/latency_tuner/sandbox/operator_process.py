@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -28,12 +29,14 @@ class OperatorProcess:
         log_path: Path,
         prometheus_url: str | None,
         interval: str = "1s",
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
         self.namespace = namespace
         self.log_path = log_path
         self.prometheus_url = prometheus_url
         self.interval = interval
+        self.extra_args = list(extra_args)  # e.g. the shard flags
         self.probe_port = free_port()
         self.metrics_port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
@@ -63,6 +66,7 @@ class OperatorProcess:
             "--metrics-port",
             str(self.metrics_port),
             *metrics,
+            *self.extra_args,
         ]
 
     def start(self, timeout: float = 30.0) -> None:

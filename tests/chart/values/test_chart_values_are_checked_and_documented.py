@@ -45,6 +45,9 @@ BAD_VALUES = [
     ({"image": {"pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
     ({"serviceMonitor": {"interval": "often"}}, "/serviceMonitor/interval"),
     ({"replicas": 3}, "replicas"),  # a plausible misspelling of replicaCount
+    ({"sharding": {"shards": 0}}, "/sharding/shards"),
+    ({"sharding": {"mode": "range"}}, "/sharding/mode"),
+    ({"sharding": {"lease": "soon"}}, "/sharding/lease"),
 ]
 
 

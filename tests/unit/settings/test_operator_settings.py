@@ -38,6 +38,10 @@ SETTINGS: list[tuple[str, str, str, str, Any]] = [
     ("--kubeconfig", "LT_KUBECONFIG", "/home/me/.kube/config", "kubeconfig",
      "/home/me/.kube/config"),
     ("--verbose", "LT_VERBOSE", "yes", "verbose", True),
+    ("--shards", "LT_SHARDS", "3", "shards", 3),
+    ("--shard-mode", "LT_SHARD_MODE", "label", "shard_mode", "label"),
+    ("--shard-lease", "LT_SHARD_LEASE", "5m", "shard_lease_seconds", 300.0),
+    ("--pod-name", "LT_POD_NAME", "tuner-7", "pod_name", "tuner-7"),
 ]  # fmt: skip
 
 
