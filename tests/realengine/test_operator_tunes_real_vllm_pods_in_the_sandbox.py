@@ -2,7 +2,8 @@
 scraped by a real Prometheus, loaded by the sandbox's clients, and tuned by the operator running
 as its own process (kopf against the API emulator).
 
-One sandbox run, three acts (a real vLLM start costs ~40 s on 2 cores, so the acts share it):
+Two sandbox runs. The first has three acts (a real vLLM start costs ~40 s on 2 cores, so the
+acts share it):
 
 1. ``--max-num-seqs=1`` under 6 clients (``realengine/scenarios/queueing.yaml``): the operator
    diagnoses queueing, raises max-num-seqs to at least the concurrency, keeps it and converges
@@ -12,6 +13,11 @@ One sandbox run, three acts (a real vLLM start costs ~40 s on 2 cores, so the ac
    operator rolls it back, records the value incompatible, and the tuned pod keeps serving.
 3. Deleting the LatencyTarget (``onDelete: Restore``) puts the Deployment's original arguments
    back, and real vLLM starts with them.
+
+The second plants ``--no-enable-prefix-caching`` under one client whose 1,800-token prompts
+share 1,700 (``realengine/scenarios/prefix-caching.yaml``), with max-num-seqs allowed too: the
+operator must read long prefill (not queueing) and turn prefix caching on, and real vLLM's
+prefix-cache hit rate must show it.
 
 Real TTFT/ITL before and after each trial (the operator's windows, read from real vLLM's
 histograms through Prometheus) are printed with ``pytest -s``. Assertions check directions and
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from latency_tuner.cli.demo import REAL_SCENARIOS
@@ -69,6 +76,18 @@ def _refused(status: dict[str, Any]) -> bool:
     return any(i.get("knob") == "quantization" for i in status.get("incompatible") or []) and (
         not status.get("currentTrial")
     )
+
+
+async def _prefix_cache_hit_rate(prometheus_url: str) -> float:
+    """Real vLLM's own prefix-cache hits over queries in the last minute, read from Prometheus."""
+    query = (
+        "sum(increase(vllm:prefix_cache_hits_total[1m]))"
+        " / sum(increase(vllm:prefix_cache_queries_total[1m]))"
+    )
+    async with httpx.AsyncClient(base_url=prometheus_url, timeout=10) as client:
+        answer = (await client.get("/api/v1/query", params={"query": query})).json()
+    (row,) = answer["data"]["result"]
+    return float(row["value"][1])
 
 
 async def _serving(run: DemoRun, within: float) -> list[str]:
@@ -152,3 +171,32 @@ async def test_the_operator_tunes_real_vllm_pods_rolls_back_a_refused_flag_and_r
               f"{' '.join(argv)} ({time.monotonic() - began:.0f} s)")  # fmt: skip
     assert restored == original
     assert "--max-num-seqs=1" in argv
+
+
+async def test_the_operator_turns_on_prefix_caching_for_long_shared_prompts_on_real_vllm(
+    tmp_path: Path, vllm_py: Path, tiny_model: Path
+) -> None:
+    engine = RealVllmEngine(python=vllm_py, model_dir=tiny_model)
+    scenario: Scenario = load_scenario(REAL_SCENARIOS / "prefix-caching.yaml")
+    began = time.monotonic()
+    async with demo_run(scenario, workdir=tmp_path, engine=engine) as run:
+        print(f"\nsandbox with one real vLLM pod up in {time.monotonic() - began:.0f} s")
+        print(f"original container: {' '.join(await run.container_args())}")
+        await run.sandbox.apply_latency_target()
+        status = await run.wait_for(_converged, within=420, on_status=_progress("prefix"))
+        for trial in status.get("trials") or []:
+            print(_trial_line(trial))
+        assert _converged(status), json.dumps(status, indent=1)[-3000:]
+        argv = await _serving(run, within=120)
+        print(f"tuned: real vLLM serving with {' '.join(argv)} ({time.monotonic() - began:.0f} s)")
+        assert run.sandbox.prometheus_url is not None
+        hit_rate = await _prefix_cache_hit_rate(run.sandbox.prometheus_url)
+        print(f"real vLLM's prefix-cache hit rate over the last minute: {hit_rate:.2f}")
+    trials = status["trials"]
+    kept = trials[-1]
+    # One change, the right one: no queueing fix tried first for a one-client workload.
+    assert [t["knob"] for t in trials] == ["prefixCaching"]
+    assert kept["verdict"] == "Keep"
+    assert kept["after"]["ttftSeconds"] < kept["before"]["ttftSeconds"] * 0.7
+    assert "--no-enable-prefix-caching" not in argv
+    assert hit_rate > 0.5

@@ -76,6 +76,25 @@ class LoadFingerprint(BaseModel):
         same_amount = d["request_rate"] <= tolerance or d["concurrency_mean"] <= tolerance
         return same_shape and same_amount
 
+    def heavier_or_lighter(self, other: LoadFingerprint, tolerance: float) -> int:
+        """+1 when every dimension that moved beyond ``tolerance`` rose in ``other`` (more
+        requests per second, more in flight, longer prompts or outputs: a heavier load), -1 when
+        every one fell, 0 when they moved both ways or none moved.
+
+        Latency never falls because a load got heavier (nor rises because it got lighter): a
+        trial that did better under a heavier load, or worse under a lighter one, is judged
+        despite the change. The closed-loop case this matters for: a faster server lets the
+        same clients send more requests, and real vLLM's in-flight gauge, set after each engine
+        step, shows more in flight once a long prefill step stops hiding them.
+        """
+        tolerance = self.tolerance_against(other, tolerance)
+        signs = {
+            1 if getattr(other, key) > getattr(self, key) else -1
+            for key, diff in self.relative_differences(other).items()
+            if diff > tolerance
+        }
+        return signs.pop() if len(signs) == 1 else 0
+
     def tolerance_against(self, other: LoadFingerprint, tolerance: float) -> float:
         """``tolerance``, or the counting noise of the two windows if that is larger."""
         return max(tolerance, count_tolerance(self.requests, other.requests))

@@ -2,7 +2,9 @@
 
 - NoData: either window has nothing to measure. Its own outcome, never a failure: measure again.
 - Inconclusive: too few requests (< minRequests), an objective's quantile unknown, or a load
-  that is not comparable (request rate, prompt or output length beyond the tolerance).
+  that is not comparable (request rate, prompt or output length beyond the tolerance) in a
+  way that could explain the result: a trial better under a heavier load (a faster server's
+  closed-loop clients send more) is still kept, one worse under a lighter load reverted.
 - Keep: the violation score improved by more than max(minImprovement, noise), where noise is
   the larger of how much the score moves between sub-windows of the baseline with nothing
   changed (A/A) and how much two windows of these request counts differ by sampling alone
@@ -104,7 +106,8 @@ def judge_trial(
                 f"too few requests in the {name} window: {obs.requests} < {min_requests}",
             )
     load_change = _load_change(baseline.load, trial.load, load_tolerance)
-    if load_change is not None:
+    heavier = baseline.load.heavier_or_lighter(trial.load, load_tolerance)
+    if load_change is not None and heavier == 0:
         return Judgement(Outcome.INCONCLUSIVE, f"load changed: {load_change}")
     before, after = score(baseline, objectives), score(trial, objectives)
     for name, s in (("baseline", before), ("trial", after)):
@@ -121,12 +124,26 @@ def judge_trial(
     if judged.outcome is Outcome.KEEP:
         worse = guard_unnamed(baseline, trial, objectives)
         if worse is not None:
-            return replace(
+            judged = replace(
                 judged,
                 outcome=Outcome.REVERT,
                 reason=f"{worse}, though {judged.reason}",
             )
+    if load_change is not None:
+        return _despite_load(judged, load_change, heavier)
     return judged
+
+
+def _despite_load(judged: Judgement, load_change: str, heavier: int) -> Judgement:
+    """The verdict when the load moved one way only: better under a heavier load is kept,
+    worse under a lighter one reverted (the load cannot explain either); anything else could
+    be the load's doing, so Inconclusive."""
+    if (heavier > 0 and judged.outcome is Outcome.KEEP) or (
+        heavier < 0 and judged.outcome is Outcome.REVERT
+    ):
+        which = "heavier" if heavier > 0 else "lighter"
+        return replace(judged, reason=f"{judged.reason} under a {which} load ({load_change})")
+    return replace(judged, outcome=Outcome.INCONCLUSIVE, reason=f"load changed: {load_change}")
 
 
 def _bounded(

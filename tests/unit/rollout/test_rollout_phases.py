@@ -564,7 +564,7 @@ def test_a_rollback_whose_old_configuration_does_not_come_up_says_so_and_keeps_w
 @pytest.mark.parametrize(
     ("case", "after"),
     [
-        ("load changed", window(AFTER, request_rate=40.0)),
+        ("load changed", window(AFTER, request_rate=40.0, prompt_tokens_mean=50.0)),
         ("too few requests", window(AFTER, requests=20, running_mean=0.5, waiting_mean=0.0)),
         ("no data", NoData(reason="no requests finished", window_seconds=WINDOW)),
     ],

@@ -114,21 +114,48 @@ def test_meeting_the_targets_from_a_miss_is_kept() -> None:
     assert verdict(window(0.6), window(0.45)).outcome is Outcome.KEEP
 
 
-def test_a_different_load_is_inconclusive_and_says_which_numbers_moved() -> None:
-    j = verdict(window(0.82), window(0.5, request_rate=4.0, prompt_tokens_mean=900.0))
+def test_a_load_that_moved_both_ways_is_inconclusive_and_says_which_numbers_moved() -> None:
+    j = verdict(window(0.82), window(0.5, request_rate=4.0, prompt_tokens_mean=300.0))
     assert j.outcome is Outcome.INCONCLUSIVE
     assert j.reason == (
         "load changed: request rate 2/s -> 4/s (beyond ±25%); "
-        "mean prompt 500 tokens -> 900 tokens (beyond ±25%)"
+        "mean prompt 500 tokens -> 300 tokens (beyond ±25%)"
     )
     assert j.outcome.status_verdict is Verdict.INCONCLUSIVE
 
 
-def test_a_load_change_within_tolerance_is_still_comparable() -> None:
-    busier = window(0.5, request_rate=2.4, running_mean=9.6, requests=720)
-    j = verdict(window(0.82), busier)
+def test_a_trial_better_under_a_heavier_load_is_kept_and_says_the_load_moved() -> None:
+    # Real vLLM, one closed-loop client, prefix caching turned on: 1.2 -> 6.2 requests/s and
+    # the in-flight gauge 0.05 -> 0.4, while TTFT fell tenfold. More load never lowers latency.
+    heavier = window(0.1, request_rate=12.0, running_mean=40.0, prompt_tokens_mean=900.0)
+    j = verdict(window(0.82), heavier)
     assert j.outcome is Outcome.KEEP
-    j = verdict(window(0.82), busier, load_tolerance=0.1)
+    assert j.reason.endswith(
+        "under a heavier load (request rate 2/s -> 12/s (beyond ±25%); "
+        "requests in flight 8 -> 40 (beyond ±25%); mean prompt 500 tokens -> 900 tokens "
+        "(beyond ±25%))"
+    )
+
+
+def test_a_trial_worse_under_a_heavier_load_is_inconclusive_not_reverted() -> None:
+    busier = window(1.2, request_rate=6.0, running_mean=30.0)
+    j = verdict(window(0.82), busier)
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason.startswith("load changed: request rate 2/s -> 6/s")
+
+
+def test_a_trial_worse_under_a_lighter_load_is_reverted() -> None:
+    quieter = window(1.2, request_rate=0.5, running_mean=2.0)
+    j = verdict(window(0.82), quieter)
+    assert j.outcome is Outcome.REVERT
+    assert "under a lighter load (request rate 2/s -> 0.5/s" in j.reason
+
+
+def test_a_load_change_within_tolerance_is_still_comparable() -> None:
+    quieter = window(0.5, request_rate=1.65, running_mean=6.6, requests=495)
+    j = verdict(window(0.82), quieter)
+    assert j.outcome is Outcome.KEEP
+    j = verdict(window(0.82), quieter, load_tolerance=0.1)
     assert j.outcome is Outcome.INCONCLUSIVE
 
 
