@@ -150,7 +150,7 @@ def _resolve(entry: Entry, ctx: Context) -> Pull | None:
         prompt_tokens=load.prompt_tokens,
         context_tokens=load.context_tokens,
     )
-    return Pull(entry.knob, entry.direction, gain, why)
+    return Pull(entry.knob, entry.direction, gain, why, frees_memory=entry.frees_memory)
 
 
 def _holds(when: When, ctx: Context) -> bool:

@@ -90,7 +90,7 @@ async def test_a_better_canary_is_kept_and_promoted(tmp_path: Path) -> None:
         args = await run.container_args()
         left = await canaries(run)
         main = await main_deployment(run)
-    assert finished(status), status
+    assert finished(status), json.dumps(status, indent=1)
     assert status["strategy"]["name"] == "Canary"
     assert "2 replicas" in status["strategy"]["reason"]
     (trial, *_) = status["trials"]
@@ -120,7 +120,7 @@ async def test_a_refused_canary_never_touches_the_deployments_template(tmp_path:
         after = await main_deployment(run)
         final_args = await run.container_args()
         left = await canaries(run)
-    assert finished(status), status
+    assert finished(status), json.dumps(status, indent=1)
     trial = status["trials"][0]
     assert (trial["verdict"], trial["strategy"]) == ("Revert", "Canary")
     assert "Mann-Whitney U" in trial["reason"]
@@ -172,7 +172,7 @@ async def test_a_lossy_change_that_answers_differently_is_refused_with_its_score
         status = await run.wait_for(finished, within=300)
         final_args = await run.container_args()
         left = await canaries(run)
-    assert finished(status), status
+    assert finished(status), json.dumps(status, indent=1)
     trial = status["trials"][0]
     assert (trial["knob"], trial["verdict"]) == ("kvCacheDtype", "Revert")
     assert trial["reason"].startswith("quality gate failed")
@@ -203,7 +203,7 @@ async def test_the_operator_killed_mid_canary_resumes_without_a_second_canary(
             status = await run.wait_for(finished, within=300)
         left = await canaries(run)
         main = await main_deployment(run)
-    assert finished(status), status
+    assert finished(status), json.dumps(status, indent=1)
     assert [t["verdict"] for t in status["trials"]][:1] == ["Keep"]
     assert run.operator.starts == 2
     assert len(watch.uids) == 1  # the restarted operator found its canary, made none

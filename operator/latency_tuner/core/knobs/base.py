@@ -169,6 +169,7 @@ class Pull:
     direction: int
     gain: float
     why: str
+    frees_memory: bool = False  # wanted for the memory it frees (KV blocks), not for speed
 
 
 @dataclass(frozen=True)

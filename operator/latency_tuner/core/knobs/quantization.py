@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from latency_tuner.api.spec import Knobs, QuantizationVariant
 from latency_tuner.core.config_view import ConfigView
-from latency_tuner.core.evidence import Bottleneck, Cause
+from latency_tuner.core.evidence import Cause
 from latency_tuner.core.knobs.base import (
     AppliedChange,
     BaseKnob,
@@ -154,7 +154,7 @@ class Quantization(BaseKnob):
                 continue
             gain = (
                 _memory_gain(kind)
-                if cause.bottleneck is Bottleneck.KV_CACHE_PRESSURE
+                if pull.frees_memory
                 else _variant_gain(kind, cause.bottleneck.itl_side, ctx.load.running)
             )
             if gain > 0:

@@ -55,6 +55,7 @@ class Entry:
     gain: float | None  # None: the knob's own load-adjusted prior
     why: str
     when: When = When.ALWAYS
+    frees_memory: bool = False  # pulled for the memory it frees (KV blocks), not for speed
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,25 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
             "more KV cache admits more requests",
             When.KV_NOT_FULL,
         ),
+        # A queue behind a full KV cache drains as fast as blocks free up: more blocks admit
+        # the waiting requests (FP8 KV doubles them; a smaller checkpoint or more GPUs leave
+        # more memory for them). Lossy and costly, so ranked after the safe knobs.
+        Entry(
+            K.KV_CACHE_DTYPE,
+            SET,
+            0.3,
+            "FP8 KV doubles the KV blocks that admit the queue",
+            When.KV_FULL,
+        ),
+        Entry(
+            K.QUANTIZATION,
+            SET,
+            0.0,
+            "smaller weights leave more memory for the KV blocks that admit the queue",
+            When.KV_FULL,
+            frees_memory=True,
+        ),
+        Entry(K.TENSOR_PARALLEL, UP, 0.25, "more GPUs hold more KV cache", When.KV_FULL),
         # A queue behind slow prefills drains as fast as prefills finish: faster GEMMs (FP8
         # weights; the variant's own gain replaces the 0) or prefill split over more GPUs
         # raise the service rate. Lossy and costly, so ranked after the safe knobs above.
@@ -148,7 +168,13 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
         Entry(K.MAX_NUM_SEQS, DOWN, 0.2, "fewer concurrent sequences fit their KV blocks"),
         # A quantized checkpoint shrinks the weights (4-bit to a quarter, 8-bit to half) and
         # the memory freed becomes KV blocks; the variant's memory gain replaces the 0.
-        Entry(K.QUANTIZATION, SET, 0.0, "smaller weights leave more memory for KV blocks"),
+        Entry(
+            K.QUANTIZATION,
+            SET,
+            0.0,
+            "smaller weights leave more memory for KV blocks",
+            frees_memory=True,
+        ),
         Entry(K.TENSOR_PARALLEL, UP, 0.25, "more GPUs hold more KV cache"),
     ),
     Bottleneck.NONE: (),
