@@ -14,6 +14,13 @@ from latency_tuner.realengine.venv import VllmUnavailable, build_tiny_model, vll
 from latency_tuner.sandbox.prometheus import PrometheusRunner, binary
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # A real vLLM start is ~40 s on 2 cores and a sandbox run several of them.
+    for item in items:
+        if item.get_closest_marker("realengine"):
+            item.add_marker(pytest.mark.timeout(900))
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"real vLLM is required under CI=true: {reason}")
