@@ -15,6 +15,7 @@ so and runs the rest.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import time
@@ -85,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=1, help="the generator's seed (default 1)")
     g.add_argument("--count", type=int, default=50, help="scenarios to draw (default 50)")
     g.add_argument("--out", type=Path, required=True, help="directory to write them to")
-    r = sub.add_parser("report", help="print the report of a run saved with --json-out")
+    r = sub.add_parser(
+        "report", help="print the report of a run saved with --json-out (convergence or strategies)"
+    )
     r.add_argument("file", type=Path, nargs="+", help="one or more JSON files, one table")
     r.add_argument("--details", action="store_true", help="also print one line per run")
     r.add_argument("--common", action="store_true", help="only scenarios run in every world")
@@ -199,7 +202,29 @@ def _scenarios(suite: Path, names: list[str]) -> list[Scenario] | None:
     return scenarios
 
 
+def _strategies_report(args: argparse.Namespace) -> int:
+    """The table of ``strategies`` runs saved with --json-out."""
+    results: list[StrategyJobResult] = []
+    names: list[str] = []
+    budget = 0
+    for path in args.file:
+        part, meta = strategies_report.load_json(path)
+        results.extend(part)
+        names += [n for n in meta["strategies"] if n not in names]
+        budget = int(meta["budget"])
+        print(f"{meta['command']}  ({meta['date']}; {meta['jobs']} of {meta['of_jobs']} runs, "
+              f"{meta['seconds']:.0f} s on {meta['processes']} processes)")  # fmt: skip
+    print()
+    print(strategies_report.table(strategies_report.all_stats(results, names, budget), budget))
+    if args.details:
+        print()
+        print(strategies_report.per_scenario(results, names))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
+    if all("strategies" in json.loads(path.read_text())["meta"] for path in args.file):
+        return _strategies_report(args)
     results: list[JobResult] = []
     methods: list[str] = []
     budget = 0
