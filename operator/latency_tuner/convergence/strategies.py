@@ -19,9 +19,10 @@ Per run:
   trial takes a replica off the main Deployment before its pod is ready).
 
 Worse and better compare the oracle's steady states (``Steady``): the violation score first
-(sum over objectives of max(0, observed / threshold - 1)); within ``TOLERANCE`` of each other,
-the sum of observed / threshold ratios (lower is better even when every target is met),
-relative, within ``TOLERANCE`` again. A configuration the oracle cannot measure (it does not
+(sum over objectives of max(0, observed / threshold - 1)), the same within ``TOLERANCE`` of
+the other's (relative, and at least ``TOLERANCE`` absolute); then the sum of observed /
+threshold ratios (lower is better even when every target is met), the same within
+``TOLERANCE`` relative. A configuration the oracle cannot measure (it does not
 start, or cannot serve the load) is worse than any it can. Pure apart from the simulations
 the job runs; no I/O.
 """
@@ -69,11 +70,13 @@ def steady(evaluator: Measurer, container: ContainerConfig) -> Steady:
 
 
 def worse(a: Steady, b: Steady, tolerance: float = TOLERANCE) -> bool:
-    """``a`` is worse than ``b``: a higher violation score beyond ``tolerance``; or, within it,
-    a higher sum of ratios by more than ``tolerance`` of ``b``'s."""
-    if a.violation > b.violation + tolerance:
+    """``a`` is worse than ``b``: a higher violation score by more than ``tolerance`` of
+    ``b``'s (at least ``tolerance``: scores of saturated servers run to tens); or, within
+    that, a higher sum of ratios by more than ``tolerance`` of ``b``'s."""
+    margin = tolerance * max(1.0, b.violation) if math.isfinite(b.violation) else 0.0
+    if a.violation > b.violation + margin:
         return True
-    if a.violation < b.violation - tolerance:
+    if a.violation < b.violation - margin:
         return False
     return a.ratios > b.ratios * (1 + tolerance)
 

@@ -62,6 +62,9 @@ def test_worse_reads_the_violation_score_first_then_the_ratios() -> None:
     a, b = Steady(0.2, 2.0), Steady(0.2 + TOLERANCE / 2, 2.0 * (1 + TOLERANCE / 2))
     assert not worse(a, b)
     assert not worse(b, a)
+    # Saturated servers score in the tens: the tolerance is relative there.
+    assert not worse(Steady(40.5, 42.0), Steady(40.0, 41.5))
+    assert worse(Steady(42.0, 43.5), Steady(40.0, 41.5))
 
 
 def _outcome(strategy: str, requests: int, harmful: int, wrong: int, kept: int) -> StrategyOutcome:
