@@ -121,6 +121,11 @@ def _strategies_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     s.add_argument("--scenario", action="append", default=[], help="only this scenario (repeat)")
     s.add_argument("--json-out", type=Path, help="also write the JSON of every run to this file")
     s.add_argument("--details", action="store_true", help="also print one line per run")
+    s.add_argument(
+        "--blind",
+        action="store_true",
+        help="trials from the blind planner (diagnosis ignored; bad changes common)",
+    )
 
 
 def _strategies(args: argparse.Namespace, argv: list[str]) -> int:
@@ -139,7 +144,7 @@ def _strategies(args: argparse.Namespace, argv: list[str]) -> int:
         return 2
     window = parse_duration(args.min_window)
     scenarios = [with_min_window(s, window) for s in scenarios]
-    jobs = [StrategyJob(s, w, seed, tuple(names), args.budget, args.replicas)
+    jobs = [StrategyJob(s, w, seed, tuple(names), args.budget, args.replicas, args.blind)
             for s in scenarios for w in worlds for seed in range(args.seeds)]  # fmt: skip
     started = time.perf_counter()
     finished: list[StrategyJobResult] = []
@@ -151,7 +156,7 @@ def _strategies(args: argparse.Namespace, argv: list[str]) -> int:
             "scenarios": len(scenarios), "jobs": done, "of_jobs": len(jobs),
             "seconds": round(time.perf_counter() - started, 1), "processes": args.jobs,
             "budget": args.budget, "replicas": args.replicas, "min_window": window,
-            "strategies": names,
+            "strategies": names, "planner": "blind" if args.blind else "operator",
         }  # fmt: skip
 
     def progress(r: StrategyJobResult, done: int, total: int) -> None:

@@ -4,7 +4,10 @@ One job is one scenario in one world with one seed. The oracle measures every al
 configuration in steady state on one pod at the scenario's load (``oracle.search``): what each
 replica serves in the N-replica world (``replicated``), where the scenario's load is per
 replica. Then the production reconcile loop runs the scenario on ``replicas`` replicas once
-per strategy, ``spec.strategy`` set, on the same load stream and seed (``operator_run``).
+per strategy, ``spec.strategy`` set, on the same load stream and seed (``operator_run``); with
+``blind`` its planner is the blind one (``blind``: the allowed changes in a seeded order, the
+diagnosis ignored), whose trials are often bad -- what a strategy must then protect users
+from.
 
 Per run:
 
@@ -144,6 +147,7 @@ class StrategyJob:
     strategies: tuple[str, ...]
     budget: int
     replicas: int = DEFAULT_REPLICAS
+    blind: bool = False  # the blind planner's trials (``blind``): bad changes are common
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,7 @@ def run_strategy_job(job: StrategyJob) -> StrategyJobResult:
     outcomes = {}
     for name in job.strategies:
         run = run_operator(s, world, job.seed, budget=job.budget, replicas=job.replicas,
-                           strategy=STRATEGIES[name])  # fmt: skip
+                           strategy=STRATEGIES[name], blind=job.blind)  # fmt: skip
         harmful, requests = harm(run.served, rating, start_container(s))
         outcomes[name] = StrategyOutcome(
             name, run.success, run.rollouts, run.canaries, run.trials, len(run.kept),
