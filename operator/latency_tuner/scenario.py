@@ -72,7 +72,7 @@ from pydantic import (
 from latency_tuner.api import InvalidLatencyTarget, LatencyTarget, parse_duration
 from latency_tuner.api._base import SpecModel
 from latency_tuner.api.resource import describe_errors
-from latency_tuner.api.spec import Evaluation, Knobs, LatencyTargetSpec, Objectives
+from latency_tuner.api.spec import Evaluation, Knobs, LatencyTargetSpec, Objectives, Strategy
 from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 __all__ = [
@@ -368,11 +368,16 @@ class Scenario(SpecModel):
         return self.latency_target_model().spec.evaluation
 
     def spec(
-        self, *, max_trials: int, target_ref: Mapping[str, str] | None = None
+        self,
+        *,
+        max_trials: int,
+        target_ref: Mapping[str, str] | None = None,
+        strategy: Strategy | None = None,
     ) -> LatencyTargetSpec:
         """The LatencyTarget spec with a trial budget and the hardware made explicit (a
         cooldown of two windows, so a convergence that a longer window does not confirm is
-        looked at again soon); ``target_ref`` replaces the scenario's own."""
+        looked at again soon); ``target_ref`` replaces the scenario's own, ``strategy`` (when
+        given) the spec's."""
         spec = self.latency_target_model().spec
         window = spec.evaluation.window_seconds
         evaluation = spec.evaluation.model_copy(
@@ -387,6 +392,7 @@ class Scenario(SpecModel):
                 "gpu_product": self.hardware.canonical_gpu,
                 "interconnect": self.hardware.link,
             },
+            strategy=strategy or spec.strategy,
         )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from latency_tuner.convergence.world import Load, Request, World
 from latency_tuner.core import signals
 from latency_tuner.core.observation import ObservationResult
-from latency_tuner.core.promql import default_matchers
+from latency_tuner.core.promql import LabelMatcher, default_matchers
 from latency_tuner.simulator.clock import VirtualClock
 from latency_tuner.simulator.config import EngineConfig
 from latency_tuner.simulator.cost import CostModel
@@ -85,19 +85,26 @@ class Recorder:
         return out
 
     def observe(
-        self, *, end: float, seconds: float, percentiles: Iterable[int]
+        self,
+        *,
+        end: float,
+        seconds: float,
+        percentiles: Iterable[int],
+        matchers: Sequence[LabelMatcher] = MATCHERS,
     ) -> ObservationResult:
+        """The window of the series ``matchers`` select (the Deployment's pods by default; a
+        canary trial's arms select the canary's pods or all but them)."""
         start = end - seconds
         # Only the window's series: an old pod's config echo must not answer for a new pod.
         part = self.window(start, end)
         results = {
-            q: signals.evaluate_on_series(q, part, matchers=MATCHERS, start=start, end=end)
+            q: signals.evaluate_on_series(q, part, matchers=matchers, start=start, end=end)
             for q in signals.queries_for(percentiles)
         }
         return signals.assemble(
             results,
             window_seconds=seconds,
-            cache_config=signals.cache_config_from_series(part, MATCHERS),
+            cache_config=signals.cache_config_from_series(part, matchers),
         )
 
 
@@ -127,7 +134,9 @@ _MAX_REFUSED_IN_A_ROW = 100
 
 
 class Pod:
-    """One simulated vLLM server that serves ``load`` from ``started`` on."""
+    """One simulated vLLM server that serves ``load`` from ``started`` on: by itself (it draws
+    the arrivals, and its closed-loop users send their next request to it), or, ``fed``, what
+    a ``service.Service`` hands it (``accept``)."""
 
     def __init__(
         self,
@@ -138,8 +147,10 @@ class Pod:
         *,
         seed: int,
         started: float,
+        fed: bool = False,
     ) -> None:
         self.name = name
+        self.fed = fed
         self.metrics = EngineMetrics(config, process_collectors=False)
         cost = CostModel(config, efficiencies=world.efficiencies)
         self.engine = VirtualEngine(
@@ -152,35 +163,41 @@ class Pod:
         self.max_model_len = config.max_model_len
         self.refused = 0  # requests the API server would refuse as longer than max-model-len
         self.serving = True
-        if load.closed:
+        if load.closed and not fed:
             users = load.workload.users or 1
             self.engine.on_finish = self._next_of_user
             for _ in range(users):
                 self._submit(load.request(started))
 
-    def _submit(self, request: Request) -> None:
+    def accept(self, request: Request) -> str | None:
+        """A request handed over by a Service: the engine's id of the one submitted (a refused
+        closed-loop user tries again after its think time), None when the user gave up."""
+        return self._submit(request)
+
+    def _submit(self, request: Request) -> str | None:
         # vLLM's API server answers 400 to a request longer than max-model-len before the
         # engine sees it; the engine has no such check, and such a request would never finish.
         # A closed-loop user whose request is refused sends its next one after its think time.
         limit = self.max_model_len
         for _ in range(_MAX_REFUSED_IN_A_ROW):
             if len(request.prompt) + request.max_tokens <= limit:
-                self.engine.submit(request.prompt, request.max_tokens, at=request.arrival)
-                return
+                return self.engine.submit(request.prompt, request.max_tokens, at=request.arrival)
             self.refused += 1
             if not (self.load.closed and self.serving):
-                return
+                return None
             retry = request.arrival + max(self.load.think(), _REFUSED_RETRY_S)
             request = self.load.request(retry)
         # Every request of this user is too long for this configuration: the user gives up.
+        return None
 
     def _next_of_user(self, record: RequestRecord) -> None:
         if self.serving:
             self._submit(self.load.request(record.finish + self.load.think()))
 
     def run_until(self, t: float) -> None:
-        """Serve until ``t``: open-loop arrivals before ``t`` are submitted first."""
-        if not self.load.closed:
+        """Serve until ``t``: open-loop arrivals before ``t`` are submitted first (unless a
+        Service hands them over)."""
+        if not self.load.closed and not self.fed:
             for request in self.load.arrivals_until(t):
                 self._submit(request)
         self.engine.run_until(t)

@@ -1,15 +1,21 @@
 """The operator on a scenario: the production ``controller.Reconciler`` over the virtual world.
 
 Every ``RECONCILE_SECONDS`` of virtual time the virtual Deployment serves on, then
-``Reconciler.run`` reconciles the LatencyTarget through ``virtual.VirtualPorts``, exactly as the
-kopf timer does over the Kubernetes adapters: the same gathering (every window
-``windows_needed`` names), the same ``decide``, the same chained steps, status writes and
-guarded patches. This module only keeps the score.
+``Reconciler.run`` reconciles the LatencyTarget through the virtual world's ports
+(``virtual.virtual_ports``; ``replicated.replicated_ports`` with ``replicas`` >= 2, canaries
+included), exactly as the kopf timer does over the Kubernetes adapters: the same gathering
+(every window ``windows_needed`` names), the same ``decide``, the same chained steps, status
+writes and guarded patches. This module only keeps the score.
 
 Success: the phase reaches Converged and a window twice as long right after it meets every
 target too. The run ends there, when the operator gives up (Exhausted), or when the rollout
 budget or the time limit is spent. ``blind=True`` runs the same loop with the blind planner
-(``blind``), as the method "blind".
+(``blind``), as the method "blind". ``strategy`` sets the spec's (Rollout or Canary).
+
+A rollout is a Deployment change users see: a patch of the Deployment's container (a trial, a
+rollback, a promotion) or a configuration put on a canary. In the N-replica world the run also
+reports what the harm figures need: the requests each configuration served, and every kept
+change (the configuration it replaced and the one it kept).
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ import asyncio
 from dataclasses import dataclass, field
 
 from latency_tuner.api.durations import parse_timestamp
-from latency_tuner.api.status import LatencyTargetStatus, Phase
+from latency_tuner.api.spec import Strategy
+from latency_tuner.api.status import LatencyTargetStatus, Phase, Verdict
 from latency_tuner.controller.gather import percentiles
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.convergence.blind import blind_planner, planning_with
 from latency_tuner.convergence.evaluate import meets
 from latency_tuner.convergence.measure import NAMESPACE
 from latency_tuner.convergence.protocol import TICK_SECONDS
+from latency_tuner.convergence.replicated import ReplicatedDeployment, replicated_ports
 from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.convergence.virtual import (
     STARTUP_SECONDS,
@@ -35,6 +43,7 @@ from latency_tuner.convergence.virtual import (
 )
 from latency_tuner.convergence.world import World
 from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.rollout.values import config_of
 
 RECONCILE_SECONDS = TICK_SECONDS  # the operator's timer interval, in virtual seconds
 
@@ -55,6 +64,17 @@ class RunResult:
     # (patched at, window start) of every trial measured, in virtual seconds: the protocol's
     # window rule, checkable for every method
     windows: list[tuple[float, float]] = field(default_factory=list)
+    canaries: int = 0  # of ``rollouts``: configurations put on a canary
+    kept: list[tuple[ContainerConfig, ContainerConfig]] = field(default_factory=list)  # from, to
+    served: list[tuple[ContainerConfig, int]] = field(default_factory=list)  # N replicas only
+    short: int = 0  # requests finished while fewer pods were ready than wanted (N replicas)
+    templates: list[ContainerConfig] = field(default_factory=list)  # main's, each (N replicas)
+
+
+@dataclass(frozen=True)
+class _Run:
+    replicas: int
+    strategy: Strategy | None
 
 
 def run_operator(
@@ -65,13 +85,17 @@ def run_operator(
     budget: int,
     time_limit: float | None = None,
     blind: bool = False,
+    replicas: int = 1,
+    strategy: Strategy | None = None,
 ) -> RunResult:
-    """Reconcile until confirmed success, Exhausted, the budget or the time limit."""
+    """Reconcile until confirmed success, Exhausted, the budget or the time limit.
+    ``replicas`` >= 2: the N-replica world (``replicated``), where canaries can run."""
     method = "blind" if blind else "operator"
+    run = _Run(replicas, strategy)
     if not blind:
-        return asyncio.run(_run(scenario, world, seed, budget, time_limit, method))
+        return asyncio.run(_run(scenario, world, seed, budget, time_limit, method, run))
     with planning_with(blind_planner(scenario, seed)):
-        return asyncio.run(_run(scenario, world, seed, budget, time_limit, method))
+        return asyncio.run(_run(scenario, world, seed, budget, time_limit, method, run))
 
 
 async def _run(
@@ -81,18 +105,41 @@ async def _run(
     budget: int,
     time_limit: float | None,
     method: str,
+    run: _Run,
 ) -> RunResult:
-    spec = scenario.spec(max_trials=budget)
+    spec = scenario.spec(max_trials=budget, strategy=run.strategy)
     window = spec.evaluation.window_seconds
-    limit = time_limit or budget * (STARTUP_SECONDS + spec.evaluation.settle_seconds + 3 * window)
-    dep = VirtualDeployment(scenario, world, seed)
-    ports, targets = virtual_ports(scenario, dep, spec)
+    # Every replica of a rolling update starts in turn (at most one at a time up to 3).
+    startup = STARTUP_SECONDS * run.replicas
+    limit = time_limit or budget * (startup + spec.evaluation.settle_seconds + 3 * window)
+    dep: VirtualDeployment | ReplicatedDeployment
+    if run.replicas == 1:
+        dep = VirtualDeployment(scenario, world, seed)
+        ports, targets = virtual_ports(scenario, dep, spec)
+    else:
+        dep = ReplicatedDeployment(scenario, world, seed, run.replicas)
+        ports, targets = replicated_ports(scenario, dep, spec)
     reconciler = Reconciler(ports)
     body = {"metadata": {"namespace": NAMESPACE, "name": TARGET}}
     rollouts = 0
     confirming: float | None = None
     history: list[str] = []
     windows: list[tuple[float, float]] = []
+    kept: list[tuple[ContainerConfig, ContainerConfig]] = []
+    changes: dict[int, tuple[ContainerConfig, ContainerConfig]] = {}  # trial id -> from, to
+
+    def canaries() -> int:
+        return dep.canary_rollouts if isinstance(dep, ReplicatedDeployment) else 0
+
+    def result(success: bool, gave_up: bool, seconds: float, reason: str) -> RunResult:
+        out = RunResult(method, success, rollouts + canaries(), targets.status.trial_count,
+                        gave_up, dep.container, seconds, reason, history, windows,
+                        kept=kept)  # fmt: skip
+        if isinstance(dep, ReplicatedDeployment):
+            out.canaries, out.served, out.short = canaries(), dep.served(), dep.service.short
+            out.templates = list(dep.template_history)
+        return out
+
     seen_trials: set[int] = set()
     t = 0.0
     while t < limit:
@@ -109,15 +156,20 @@ async def _run(
                 history.append(f"{change}: {verdict} ({trial.reason})")
                 if trial.measure_started_at is not None:
                     windows.append((_virtual(trial.started_at), _virtual(trial.measure_started_at)))
+                if trial.verdict is Verdict.KEEP and trial.id in changes:
+                    kept.append(changes[trial.id])
+        running = status.current_trial
+        if running is not None and running.from_container and running.to_container:
+            # A finished trial drops its containers from the status: note them while it runs.
+            changes[running.id] = (config_of(running.from_container),
+                                   config_of(running.to_container))  # fmt: skip
         if status.phase is Phase.CONVERGED:
             if confirming is None:
                 confirming = t
             elif t >= confirming + 2 * window:
                 obs = dep.recorder.observe(end=t, seconds=2 * window, percentiles=percentiles(spec))
                 if meets(obs, spec.objectives, spec.evaluation.min_requests):
-                    return RunResult(method, True, rollouts, status.trial_count, False,
-                                     dep.container, confirming, "converged and confirmed",
-                                     history, windows)  # fmt: skip
+                    return result(True, False, confirming, "converged and confirmed")
                 history.append("converged but the longer window missed: looking again")
                 confirming = float("inf")  # wait for the operator to leave Converged
         else:
@@ -125,15 +177,11 @@ async def _run(
         if status.phase is Phase.EXHAUSTED:
             reason = _condition_message(status, "Progressing")
             history.append(_last_words(status))
-            return RunResult(method, False, rollouts, status.trial_count, True,
-                             dep.container, t, f"exhausted: {reason}", history,
-                             windows)  # fmt: skip
-        if rollouts >= budget and status.current_trial is None:
+            return result(False, True, t, f"exhausted: {reason}")
+        if rollouts + canaries() >= budget and status.current_trial is None:
             break
-    status = targets.status
-    history.append(_last_words(status))
-    return RunResult(method, False, rollouts, status.trial_count, False, dep.container, t,
-                     "budget or time limit reached", history, windows)  # fmt: skip
+    history.append(_last_words(targets.status))
+    return result(False, False, t, "budget or time limit reached")
 
 
 def _virtual(stamp: str) -> float:

@@ -16,6 +16,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from latency_tuner.convergence import baselines, oracle
 from latency_tuner.convergence.evaluate import Evaluator
@@ -155,16 +156,33 @@ def run_suite(
     """Run every job (in ``processes`` workers when more than one), longest spaces first (in
     the given order with ``in_order``: a partial run then covers a prefix of the suite)."""
     ordered = list(jobs) if in_order else sorted(jobs, key=lambda j: -len(build_space(j.scenario)))
-    results: list[JobResult] = []
+    results = map_jobs(run_job, ordered, processes=processes, progress=progress)
+    return sorted(results, key=lambda r: (r.scenario, r.world, r.seed))
+
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+def map_jobs(
+    run: Callable[[J], R],
+    jobs: Sequence[J],
+    *,
+    processes: int,
+    progress: Callable[[R, int, int], None] | None = None,
+) -> list[R]:
+    """``run`` over ``jobs`` (in ``processes`` forked workers when more than one), results in
+    the order they finish; ``progress`` is told of each."""
+    results: list[R] = []
     if processes <= 1:
-        for job in ordered:
-            results.append(run_job(job))
+        for job in jobs:
+            results.append(run(job))
             if progress:
-                progress(results[-1], len(results), len(ordered))
+                progress(results[-1], len(results), len(jobs))
     else:
         with multiprocessing.get_context("fork").Pool(processes) as pool:
-            for result in pool.imap_unordered(run_job, ordered):
+            for result in pool.imap_unordered(run, jobs):
                 results.append(result)
                 if progress:
-                    progress(result, len(results), len(ordered))
-    return sorted(results, key=lambda r: (r.scenario, r.world, r.seed))
+                    progress(result, len(results), len(jobs))
+    return results

@@ -8,13 +8,14 @@ prefix cache; the old pod serves meanwhile); a configuration the simulator refus
 Unschedulable, which the loop reads from the pods and the Deployment's status; rolling back to
 the pod still serving completes at once, as Kubernetes does. The load never stops.
 
-``VirtualPorts`` adapts it to ``controller.ports``: the production ``Reconciler`` runs over it
-exactly as over the Kubernetes and Prometheus adapters. No I/O, no real clock.
+``virtual_ports`` adapts it to ``controller.ports``: the production ``Reconciler`` runs over it
+exactly as over the Kubernetes and Prometheus adapters (``ports_over`` does the same for any
+virtual world: ``replicated`` adds replicas and canaries). No I/O, no real clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,7 +25,13 @@ from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, DeploymentView
 from latency_tuner.controller.errors import StaleWrite
-from latency_tuner.controller.ports import MetricsSource, NodeGpu, Ports
+from latency_tuner.controller.ports import (
+    CanaryDeployments,
+    Deployments,
+    MetricsSource,
+    NodeGpu,
+    Ports,
+)
 from latency_tuner.convergence.evaluate import Failed, engine_config
 from latency_tuner.convergence.measure import DEPLOYMENT, NAMESPACE, SCRAPE_SECONDS, Pod, Recorder
 from latency_tuner.convergence.scenario import Scenario
@@ -136,13 +143,7 @@ class VirtualDeployment:
 
     def deployment_object(self) -> dict[str, Any]:
         """The Deployment as the API would return it, status included."""
-        c = self.container
-        container: dict[str, Any] = {"name": "vllm", "image": c.image}
-        if c.command is not None:
-            container["command"] = list(c.command)
-        if c.args is not None:
-            container["args"] = list(c.args)
-        container["resources"] = {"limits": {DEFAULT_GPU_RESOURCE: str(c.gpu_limit or 1)}}
+        container = container_manifest(self.container)
         # One replica: during a rollout the old pod serves and the new one is not ready yet.
         total = 1 if self.pending is None else 2
         return {
@@ -165,6 +166,17 @@ class VirtualDeployment:
                 "availableReplicas": 1,
             },
         }
+
+
+def container_manifest(c: ContainerConfig) -> dict[str, Any]:
+    """The vLLM container of a virtual Deployment's pod template."""
+    container: dict[str, Any] = {"name": "vllm", "image": c.image}
+    if c.command is not None:
+        container["command"] = list(c.command)
+    if c.args is not None:
+        container["args"] = list(c.args)
+    container["resources"] = {"limits": {DEFAULT_GPU_RESOURCE: str(c.gpu_limit or 1)}}
+    return container
 
 
 class VirtualDeployments:
@@ -258,7 +270,10 @@ class SimulatedMetrics:
     ) -> ObservationResult:
         assert end is not None, "virtual time has no 'now' of its own"
         return self.recorder.observe(
-            end=end - T0.timestamp(), seconds=window_seconds, percentiles=percentiles
+            end=end - T0.timestamp(),
+            seconds=window_seconds,
+            percentiles=percentiles,
+            matchers=matchers,
         )
 
 
@@ -266,17 +281,39 @@ def virtual_ports(
     scenario: Scenario, deployment: VirtualDeployment, spec: LatencyTargetSpec
 ) -> tuple[Ports, MemoryLatencyTargets]:
     """The loop's ports over ``deployment``; the clock is its virtual time."""
+    return ports_over(
+        scenario,
+        spec,
+        deployments=VirtualDeployments(deployment),
+        recorder=deployment.recorder,
+        now=lambda: deployment.now,
+    )
+
+
+def ports_over(
+    scenario: Scenario,
+    spec: LatencyTargetSpec,
+    *,
+    deployments: Deployments,
+    recorder: Recorder,
+    now: Callable[[], float],
+    canaries: CanaryDeployments | None = None,
+) -> tuple[Ports, MemoryLatencyTargets]:
+    """The loop's ports over a virtual world: its Deployments (and canaries, if it runs
+    them), the metrics its ``recorder`` holds, the LatencyTarget in memory, the scenario's
+    node; the clock is the world's virtual time ``now()``."""
     targets = MemoryLatencyTargets(spec)
-    metrics = SimulatedMetrics(deployment.recorder)
+    metrics = SimulatedMetrics(recorder)
 
     async def metrics_for(_spec: LatencyTargetSpec, _namespace: str, _name: str) -> MetricsSource:
         return metrics
 
     ports = Ports(
-        deployments=VirtualDeployments(deployment),
+        deployments=deployments,
         latencytargets=targets,
         metrics_for=metrics_for,
         nodes=VirtualNode(scenario),
-        clock=lambda: T0 + timedelta(seconds=deployment.now),
+        clock=lambda: T0 + timedelta(seconds=now()),
+        canaries=canaries,
     )
     return ports, targets
