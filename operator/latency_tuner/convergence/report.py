@@ -214,24 +214,26 @@ def per_scenario(results: Sequence[JobResult], methods: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def json_ready(value: Any) -> Any:
+    """``value`` with infinities and NaNs as null (JSON has neither), lists for tuples."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_ready(v) for v in value]
+    return value
+
+
 def to_json(
     results: Sequence[JobResult], stats: Sequence[MethodStats], meta: dict[str, Any]
 ) -> str:
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
     body = {
         "meta": meta,
         "stats": [{**asdict(s), "success_rate": s.success_rate} for s in stats],
         "jobs": [asdict(r) for r in results],
     }
-    return json.dumps(clean(body), indent=2)
+    return json.dumps(json_ready(body), indent=2)
 
 
 def load_json(path: Path) -> tuple[list[JobResult], dict[str, Any]]:

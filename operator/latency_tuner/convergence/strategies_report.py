@@ -18,13 +18,12 @@ Percentiles as ``report.percentile``. Pure.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from latency_tuner.convergence.report import percentile, rollouts_to_success
+from latency_tuner.convergence.report import json_ready, percentile, rollouts_to_success
 from latency_tuner.convergence.strategies import StrategyJobResult, StrategyOutcome
 
 
@@ -149,15 +148,6 @@ def per_scenario(results: Sequence[StrategyJobResult], strategies: Sequence[str]
 def to_json(
     results: Sequence[StrategyJobResult], stats: Sequence[StrategyStats], meta: dict[str, Any]
 ) -> str:
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [clean(v) for v in value]
-        return value
-
     body = {
         "meta": meta,
         "stats": [
@@ -165,7 +155,7 @@ def to_json(
         ],
         "jobs": [asdict(r) for r in results],
     }
-    return json.dumps(clean(body), indent=2)
+    return json.dumps(json_ready(body), indent=2)
 
 
 def load_json(path: Path) -> tuple[list[StrategyJobResult], dict[str, Any]]:
