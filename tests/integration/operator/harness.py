@@ -403,12 +403,19 @@ def args_patches(patches: Sequence[Any], args: Sequence[str]) -> int:
     )
 
 
-async def posted(world: World, reason: str, within: float = 10.0) -> list[dict[str, Any]]:
-    """The Events of ``reason``, waiting for at least one: kopf posts them from a queue, a
-    moment after the handler that made them returned."""
+async def posted(
+    world: World, reason: str, within: float = 10.0, about: str | None = None
+) -> list[dict[str, Any]]:
+    """The Events of ``reason``, waiting for at least one (on the object named ``about``, when
+    given): kopf posts them from a queue, a moment after the handler that made them returned."""
 
     async def found() -> list[dict[str, Any]]:
-        return await world.events(reason)
+        events = await world.events(reason)
+        if about is not None and not any(
+            (e.get("involvedObject") or {}).get("name") == about for e in events
+        ):
+            return []
+        return events
 
     events: list[dict[str, Any]] = await eventually(found, within=within)
     return events

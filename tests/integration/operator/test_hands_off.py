@@ -57,7 +57,7 @@ async def test_recommend_off_and_controller_owned_deployments_are_left_untouched
 
             statuses = await eventually(settled, within=30)
             after = {n: await world.deployment(n) for n in before}
-            recommendation_events = await posted(world, Reason.RECOMMENDATION)
+            recommendation_events = await posted(world, Reason.RECOMMENDATION, about="recommend")
     for name, dep in after.items():
         assert dep["metadata"]["generation"] == before[name]["metadata"]["generation"], name
         assert dep["spec"] == before[name]["spec"], name
