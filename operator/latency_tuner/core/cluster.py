@@ -43,6 +43,7 @@ class PodFacts:
     ip: str | None = None
     metrics_port: int | None = None  # where vLLM serves /metrics (annotation or container port)
     metrics_path: str = "/metrics"
+    unschedulable: bool = False  # PodScheduled=False/Unschedulable: no node has room for it
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,16 @@ class RolloutFacts:
         if any(p.problem is not None for p in new):
             return False
         return any(p.node is None and not p.ready for p in new)
+
+    def unschedulable(self, fingerprint: str) -> bool:
+        """The scheduler said a pod of the rollout to ``fingerprint`` fits on no node (not
+        enough free GPUs or other resources): unlike ``waiting_for_a_node``, not merely a pod
+        created an instant ago and not bound yet."""
+        return any(
+            p.unschedulable and not p.ready
+            for p in self.pods
+            if p.config_fingerprint in (None, fingerprint)
+        )
 
 
 def _escape(token: str) -> str:

@@ -7,9 +7,13 @@ are lower, higher or not distinguishable from the baseline's, with the Mann-Whit
 (Kayenta's choice for canary metrics: no normality assumed, robust to the skew of latency
 quantiles) and the Hodges-Lehmann shift as the effect size.
 
-The arms are comparable only if they served comparable load: ``load_balanced`` checks that the
-canary took the per-pod share of requests the baseline pods took, within the Poisson noise of
-the counts. What differs beyond that (prompt mix under cache-aware routing) is the caller's to
+The arms are comparable only if they served comparable load from comparable states:
+``load_balanced`` checks that the canary received the per-pod share of the requests the
+baseline pods received (arrivals, not completions: a saturated pod finishes fewer than it
+receives), within the Poisson noise of the counts; ``steady_backlogs`` that neither arm's
+latency comes from a queue it is draining or that both are piling up (a canary starts with an
+empty queue, so beside a baseline that still carries a backlog it looks faster than it is).
+What differs beyond that (prompt mix under cache-aware routing) is the caller's to
 stratify: compare per stratum and combine.
 
 Pure: samples in, verdict out. Lower is better for every latency this is used on.
@@ -166,7 +170,7 @@ class LoadBalance:
 def load_balanced(
     canary_requests: float, baseline_requests: float, baseline_pods: int, *, z: float = 3.0
 ) -> LoadBalance:
-    """Did the canary serve one baseline pod's share of the window's requests?
+    """Did the canary receive one baseline pod's share of the window's requests?
 
     Under Poisson arrivals the difference between the canary's count and a baseline pod's mean
     count has variance ``c + b / k`` (k baseline pods); beyond ``z`` standard deviations the
@@ -182,7 +186,51 @@ def load_balanced(
     balanced = abs(canary_requests - expected) <= z * max(sigma, 1.0)
     relation = "within" if balanced else "beyond"
     reason = (
-        f"canary served {canary_requests:g} requests against {expected:g} per baseline pod: "
+        f"canary received {canary_requests:g} requests against {expected:g} per baseline pod: "
         f"{relation} {z:g} standard deviations of Poisson noise"
     )
     return LoadBalance(balanced, canary_requests, expected, reason)
+
+
+@dataclass(frozen=True)
+class Backlogs:
+    steady: bool
+    reason: str
+
+
+def steady_backlogs(
+    canary_growth: float,
+    canary_arrivals: float,
+    baseline_growth: float,
+    baseline_arrivals: float,
+    baseline_pods: int,
+) -> Backlogs:
+    """Can the arms' latencies be compared given how their waiting queues moved over the
+    window (``*_growth``: the change of the waiting gauge, summed over the arm's pods)?
+
+    Not while the baseline drains a backlog (it built it before the canary took its share: its
+    latency is history, not configuration), nor while both queues grow alike (an overloaded
+    configuration on both sides: the canary, started empty, is only behind). A canary whose queue
+    stays flat beside a growing baseline serves more: that is comparable, and better. A change
+    counts beyond ``max(3, 5%)`` of the arrivals per pod: gauges sampled at two instants
+    move by a few requests on their own.
+    """
+    if baseline_pods < 1:
+        raise ValueError(f"the baseline needs at least one pod, got {baseline_pods}")
+    per_pod = baseline_growth / baseline_pods
+    slack = max(3.0, 0.05 * max(canary_arrivals, baseline_arrivals / baseline_pods))
+    if per_pod < -slack:
+        return Backlogs(
+            False,
+            f"the baseline pods' queue drained by {-per_pod:.3g} requests per pod over the "
+            "window (a backlog from before the canary took its share): not yet comparable",
+        )
+    if per_pod > slack and canary_growth > per_pod / 2:
+        return Backlogs(
+            False,
+            f"both arms' queues grew ({canary_growth:.3g} canary, {per_pod:.3g} per baseline "
+            "pod): both overloaded, and the canary started empty",
+        )
+    return Backlogs(
+        True, f"queues moved {canary_growth:+.3g} (canary), {per_pod:+.3g} per baseline pod"
+    )

@@ -221,6 +221,17 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
             "conditions": [{"type": "Ready", "status": "True"}],
             **container_status(restartCount=0, state={"running": {}}),
         },
+        "llama-pending": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+                }
+            ],
+        },  # fmt: skip
         "other-app": {"phase": "Running"},
         "llama-canary-1": {"phase": "Running"},
     }
@@ -234,8 +245,10 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
     view = await read(deployments)
     facts = {p.name: p for p in await deployments.pods(view, container="vllm", gpu_resource=GPU)}
     # By the selector, without the canary's pod.
-    assert set(facts) == {"llama-crash", "llama-oom", "llama-ok"}
+    assert set(facts) == {"llama-crash", "llama-oom", "llama-ok", "llama-pending"}
     crash, oom, ok = facts["llama-crash"], facts["llama-oom"], facts["llama-ok"]
+    assert facts["llama-pending"].unschedulable
+    assert not any(p.unschedulable for p in (crash, oom, ok))
     assert crash.problem == "CrashLoopBackOff (last exit: Error, code 1)"
     assert crash.restarts == 5
     assert not crash.ready
@@ -250,6 +263,7 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
         "pod llama-crash: CrashLoopBackOff (last exit: Error, code 1) (restarts: 5)"
     )
     assert rollout.failure("another-template") is None  # these pods are not its rollout
+    assert rollout.unschedulable(ok.config_fingerprint or "")
 
 
 async def test_rollout_facts_follow_the_deployment_status(api: ApiServer, tmp_path: Path) -> None:

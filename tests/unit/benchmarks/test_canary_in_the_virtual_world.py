@@ -86,12 +86,15 @@ def test_the_production_canary_arms_select_the_canary_pod_and_the_baseline_pods(
 
 
 def test_a_rejected_canary_never_touches_the_main_deployments_configuration() -> None:
-    # Saturated pods (40 req/s each behind max-num-seqs 8) and an unreachable TTFT: whatever
-    # the verdicts say, at least one canary is not kept, and none of them may reach the main
-    # Deployment's pod template.
-    scenario = parse_scenario(_saturated())
+    # 40 req/s per pod at max-num-seqs 64 and an unreachable TTFT; the blind planner tries
+    # max-num-seqs below 64 (no help, or much worse): every canary must be rejected, and none
+    # of them may reach the main Deployment's pod template.
+    data = _saturated()
+    container = data["deployment"]["spec"]["template"]["spec"]["containers"][0]
+    container["args"] = ["--max-num-seqs", "64"]
+    scenario = parse_scenario(data)
     result = run_operator(scenario, make_world("matched", 0), 0, budget=6, replicas=2,
-                          strategy=Strategy.CANARY)  # fmt: skip
+                          strategy=Strategy.CANARY, blind=True)  # fmt: skip
     verdicts = [line.split(": ", 1)[1].split(" ", 1)[0] for line in result.history
                 if " -> " in line and not line.startswith("end")]  # fmt: skip
     assert [v for v in verdicts if v != "Keep"], result.history
@@ -100,3 +103,18 @@ def test_a_rejected_canary_never_touches_the_main_deployments_configuration() ->
     # never to a rejected one and never back.
     assert result.templates == [start_container(scenario), *(to for _, to in result.kept)]
     assert len(result.kept) == verdicts.count("Keep")
+
+
+def test_a_canary_that_keeps_up_beside_saturated_baseline_pods_is_kept_and_promoted() -> None:
+    # 40 req/s per pod behind max-num-seqs 8: each baseline pod finishes fewer requests than
+    # it is sent. The canary at 16 keeps up; it received the same share (arrivals, not
+    # completions, are compared), so it is judged, kept and promoted.
+    scenario = parse_scenario(_saturated())
+    result = run_operator(scenario, make_world("matched", 0), 0, budget=6, replicas=2,
+                          strategy=Strategy.CANARY)  # fmt: skip
+    assert result.kept, result.history
+    before, after = result.kept[0]
+    assert before == start_container(scenario)
+    assert "--max-num-seqs" in (after.args or ())
+    assert int((after.args or ())[-1]) > 8
+    assert result.templates[-1] == after

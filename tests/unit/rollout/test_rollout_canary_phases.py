@@ -23,7 +23,7 @@ from tests.unit.rollout.test_rollout_phases import (
 
 from latency_tuner.api.spec import Strategy
 from latency_tuner.api.status import Phase, Verdict
-from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.rollout import Blocked, Blocker, Ready, Reason, Windows, windows_needed
 from latency_tuner.core.rollout.facts import CanaryFacts, QualityAnswers, QualityFailure
@@ -82,11 +82,13 @@ def settled(run: Run) -> None:
     started(run)
     d = run.step(main())
     assert d.apply is None  # the main Deployment's container is never the trial's way in
-    assert d.canary == CanaryAction(ensure=AFTER, main_replicas=2)
-    run.later(5).step(main(replicas=2, canary=canary(ready=False)))
+    assert d.canary == CanaryAction(ensure=AFTER)  # beside every baseline pod, none taken yet
+    d = run.later(5).step(main(replicas=3, canary=canary(ready=False)))
     assert run.phase() is Phase.ROLLING_OUT
-    run.later(5).step(main(replicas=2, canary=canary()))
+    assert d.canary is None  # the baseline keeps all its pods while the canary starts
+    d = run.later(5).step(main(replicas=3, canary=canary()))
     assert run.phase() is Phase.SETTLING
+    assert d.canary == CanaryAction(main_replicas=2)  # the canary serves: one pod goes
 
 
 def measuring(run: Run) -> None:
@@ -125,7 +127,9 @@ def test_a_better_canary_is_kept_then_promoted_and_the_canary_removed() -> None:
     d = run.step(main(replicas=2, canary=canary()))
     assert d.apply == AFTER  # the promotion: the main Deployment takes the change
     d = run.step(main(AFTER, replicas=2, canary=canary()))
-    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    assert d.canary == CanaryAction(main_replicas=3)  # its replica back, the canary still serving
+    d = run.step(main(AFTER, replicas=3, canary=canary()))
+    assert d.canary == CanaryAction(remove=True)
     d = run.step(main(AFTER, replicas=3, canary=CanaryFacts(exists=False)))
     assert run.phase() is Phase.OBSERVING
     assert [(t.verdict, t.strategy) for t in run.status.trials] == [(Verdict.KEEP, Strategy.CANARY)]
@@ -145,11 +149,14 @@ def test_a_worse_canary_is_removed_and_the_main_deployment_never_patched() -> No
     assert trial.verdict is Verdict.REVERT
     d = run.step(main(replicas=2, canary=canary()))
     applied.append(d.apply)
-    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    assert d.canary == CanaryAction(main_replicas=3)
+    d = run.step(main(replicas=3, canary=canary()))
+    applied.append(d.apply)
+    assert d.canary == CanaryAction(remove=True)
     d = run.step(main(replicas=3, canary=CanaryFacts(exists=False)))
     applied.append(d.apply)
     assert run.phase() is Phase.OBSERVING
-    assert applied == [None, None, None]
+    assert applied == [None, None, None, None]
     assert run.status.expected_container == BEFORE.fingerprint()
 
 
@@ -191,7 +198,7 @@ def test_a_replica_count_set_by_someone_else_mid_trial_is_left_as_they_set_it() 
     measuring(run)
     run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.9, 0.3)))
     d = run.step(main(replicas=5, canary=canary()))  # an HPA scaled it up meanwhile
-    assert d.canary == CanaryAction(remove=True, main_replicas=None)
+    assert d.canary == CanaryAction(remove=True)
 
 
 def test_a_crashing_canary_fails_the_trial_and_is_removed() -> None:
@@ -299,7 +306,9 @@ def test_a_container_changed_by_someone_else_mid_canary_removes_the_canary_then_
     assert Reason.DRIFT in [n.reason for n in d.notes]
     d = run.step(main(THEIRS, replicas=2, canary=canary()))
     assert d.apply is None  # never fights over their container
-    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    assert d.canary == CanaryAction(main_replicas=3)
+    d = run.step(main(THEIRS, replicas=3, canary=canary()))
+    assert d.canary == CanaryAction(remove=True)
     d = run.step(main(THEIRS, replicas=3, canary=CanaryFacts(exists=False)))
     assert d.apply is None
     assert run.phase() is Phase.PAUSED
@@ -345,8 +354,86 @@ def test_a_new_spec_while_a_drifted_canary_is_removed_still_removes_it_first() -
     run.change_spec(paused=False)
     d = run.step(main(THIRD, replicas=2, canary=canary()))
     assert run.phase() is Phase.ROLLING_BACK
-    assert d.canary == CanaryAction(remove=True, main_replicas=3)
+    assert d.canary == CanaryAction(main_replicas=3)
     assert d.apply is None
+    d = run.step(main(THIRD, replicas=3, canary=canary()))
+    assert d.canary == CanaryAction(remove=True)
     run.step(main(THIRD, replicas=3, canary=CanaryFacts(exists=False)))
     assert run.phase() is Phase.OBSERVING
     assert run.status.current_trial is None
+
+
+def pending(cfg: ContainerConfig) -> RolloutFacts:
+    """A rollout whose new pod (at ``cfg``) no node has room for."""
+    pod = PodFacts("p-0", node=None, ready=False, restarts=0, unschedulable=True)
+    return replace(
+        rollout(complete=False), pods=(replace(pod, config_fingerprint=cfg.fingerprint()),)
+    )
+
+
+def test_a_canary_no_node_has_room_for_takes_a_replica_off_the_main_deployment_at_once() -> None:
+    run = Run()
+    started(run)
+    run.step(main())
+    waiting = replace(canary(ready=False), rollout=pending(AFTER))
+    d = run.later(5).step(main(replicas=3, canary=waiting))
+    assert d.canary == CanaryAction(main_replicas=2)  # frees the GPU the canary waits for
+    assert run.phase() is Phase.ROLLING_OUT
+    assert "waits for a node" in run.condition("Progressing")[2]
+    d = run.later(5).step(main(replicas=2, canary=waiting))
+    assert d.canary is None  # given up once, not twice
+    d = run.later(5).step(main(replicas=2, canary=canary()))
+    assert d.canary is None
+    assert run.phase() is Phase.SETTLING
+
+
+def test_the_canary_serves_until_the_replica_given_back_is_ready() -> None:
+    run = Run()
+    measuring(run)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.9, 0.3)))
+    assert run.step(main(replicas=2, canary=canary())).canary == CanaryAction(main_replicas=3)
+    d = run.later(5).step(main(replicas=3, canary=canary(), complete=False))
+    assert d.canary is None
+    assert d.reason == "waiting for the replica given back before removing the canary"
+    d = run.later(5).step(main(replicas=3, canary=canary()))
+    assert d.canary == CanaryAction(remove=True)
+
+
+def test_the_canary_goes_when_the_replica_given_back_waits_for_its_gpu() -> None:
+    run = Run()
+    measuring(run)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=side_by_side(0.9, 0.3)))
+    run.step(main(replicas=2, canary=canary()))
+    short = replace(main(replicas=3, canary=canary()), rollout=pending(BEFORE))
+    d = run.later(5).step(short)
+    assert d.canary == CanaryAction(remove=True)
+
+
+def test_a_baseline_draining_a_backlog_is_not_compared_with_a_fresh_canary() -> None:
+    run = Run()
+    measuring(run)
+    fresh = tuple(replace_obs(o, waiting_delta=0.0) for o in arm(0.3, 100))
+    draining = tuple(replace_obs(o, waiting_delta=-40.0) for o in arm(0.9, 240, pods=2))
+    windows = Windows(current=window(BEFORE), canary_arm=fresh, baseline_arm=draining)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=windows))
+    assert run.phase() is Phase.MEASURING
+    assert run.condition("Progressing")[1] == "Remeasuring"
+    assert "drained" in run.condition("Progressing")[2]
+
+
+def test_a_saturated_baseline_that_finishes_less_than_it_receives_is_still_balanced() -> None:
+    run = Run()
+    measuring(run)
+    # Each baseline pod receives 100 requests an interval, finishes 60 and queues the rest;
+    # the canary, with the fix, finishes all 100 it receives and keeps no queue.
+    fixed = tuple(replace_obs(o, running_delta=0.0, waiting_delta=0.0) for o in arm(0.3, 100))
+    behind = tuple(
+        replace_obs(o, running_delta=0.0, waiting_delta=80.0) for o in arm(0.9, 120, pods=2)
+    )
+    windows = Windows(current=window(BEFORE), canary_arm=fixed, baseline_arm=behind)
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=windows))
+    assert run.phase() is Phase.PROMOTING
+
+
+def replace_obs(obs: Observation, **fields: Any) -> Observation:
+    return obs.model_copy(update=fields)

@@ -123,6 +123,12 @@ def pod_facts(pod: dict[str, Any], container: str | None, gpu_resource: str) -> 
         problem = "pod Failed"
     conditions = (pod.get("status") or {}).get("conditions") or []
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    unschedulable = any(
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in conditions
+    )
     annotations = pod["metadata"].get("annotations") or {}
     port = annotations.get("prometheus.io/port")
     if port is None and spec is not None:
@@ -136,6 +142,7 @@ def pod_facts(pod: dict[str, Any], container: str | None, gpu_resource: str) -> 
         metrics_path=str(annotations.get("prometheus.io/path", "/metrics")),
         node=pod.get("spec", {}).get("nodeName"),
         ready=ready,
+        unschedulable=unschedulable,
         restarts=restarts,
         problem=problem,
         config_fingerprint=container_config(spec, gpu_resource).fingerprint() if spec else None,

@@ -1,13 +1,16 @@
 """The phases of a canary trial: the change runs on one extra pod beside the unchanged ones.
 
-RollingOut creates the canary (the trial's container, one replica) and takes one replica off
-the main Deployment; Settling warms it up and, for a lossy change with ``spec.quality``, runs
-the quality gate on the canary and a baseline pod; Measuring compares both arms over the same
-intervals of one window (``core.sidebyside``); a kept change is Promoted (the main Deployment
-takes the trial's container and its replica back, the canary goes), any other verdict is
-RolledBack (the canary goes, the replica comes back; the main Deployment's container is never
-touched). Every step asks for the world it wants (``CanaryAction``), so a restarted operator
-asks for the same and nothing is made twice. Pure.
+RollingOut creates the canary (the trial's container, one replica) beside the main Deployment's
+pods and takes one replica off the main Deployment once the canary is ready -- or at once if the
+canary waits for a node, to free its GPU -- so no pod serves more than its share while the canary
+starts (a backlog built then would make the canary look better than it is); Settling warms it up
+and, for a lossy change with ``spec.quality``, runs the quality gate on the canary and a baseline
+pod; Measuring compares both arms over the same intervals of one window (``core.sidebyside``); a
+kept change is Promoted (the main Deployment takes the trial's container and its replica back, the
+canary goes), any other verdict is RolledBack (the replica comes back, the canary goes; the main
+Deployment's container is never touched). Either way the canary serves until the replica given back
+is ready. Every step asks for the world it wants (``CanaryAction``), so a restarted operator asks
+for the same and nothing is made twice. Pure.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from latency_tuner.core.rollout.facts import (
 from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
 from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
 from latency_tuner.core.rollout.values import config_of
-from latency_tuner.core.sidebyside import Outcome, compare_arms, load_balanced
+from latency_tuner.core.sidebyside import Outcome, compare_arms, load_balanced, steady_backlogs
 
 # Changes that may alter what the model answers: gated on quality when spec.quality is set.
 LOSSY_KNOBS = frozenset(
@@ -128,10 +131,9 @@ def canary_rolling_out(r: Round, facts: Ready) -> Decision:
     if seen is not None and seen.taken is not None:
         return fail_trial(r, trial, seen.taken, transient=True)
     target = trial.to_container.fingerprint
-    # The main Deployment gives up its replica as the canary comes: GPUs never over-committed.
     shrink = _shrunk(facts, canary)
     if seen is None or not seen.exists or seen.fingerprint != target or seen.replicas != 1:
-        r.canary = CanaryAction(ensure=config_of(trial.to_container), main_replicas=shrink)
+        r.canary = CanaryAction(ensure=config_of(trial.to_container))
         r.condition(
             ConditionType.PROGRESSING,
             True,
@@ -139,9 +141,19 @@ def canary_rolling_out(r: Round, facts: Ready) -> Decision:
             f"trial {trial.id}: starting canary {canary.name}",
         )
         return r.decision("starting the canary")
-    if shrink is not None:
-        r.canary = CanaryAction(main_replicas=shrink)
     assert seen.rollout is not None
+    if shrink is not None and seen.rollout.unschedulable(target):
+        # No node has room for the canary: the main Deployment gives up one pod for it now
+        # (GPUs are never over-committed), and serves short-handed until the canary is ready.
+        r.canary = CanaryAction(main_replicas=shrink)
+        r.condition(
+            ConditionType.PROGRESSING,
+            True,
+            "RollingOut",
+            f"trial {trial.id}: canary {canary.name} waits for a node; Deployment "
+            f"{r.spec.target_ref.name} gives up one replica for it",
+        )
+        return r.decision("freeing a node for the canary")
     failed = seen.rollout.failure(target)
     deadline = r.spec.evaluation.progress_deadline_seconds
     if failed is None and not seen.rollout.complete and r.since(r.status.phase_since) > deadline:
@@ -153,6 +165,10 @@ def canary_rolling_out(r: Round, facts: Ready) -> Decision:
         return fail_trial(r, trial, f"canary {canary.name}: {failed}", transient=transient)
     if not seen.rollout.complete or seen.rollout.ready_replicas < 1:
         return r.decision("waiting for the canary")
+    if shrink is not None:
+        # The canary serves: now the main Deployment gives up its replica, so each pod, the
+        # canary included, takes the share one pod took before the trial.
+        r.canary = CanaryAction(main_replicas=shrink)
     r.update(current_trial=trial.model_copy(update={"ready_at": r.stamp}))
     r.phase(Phase.SETTLING)
     r.condition(
@@ -239,6 +255,19 @@ def _samples(arm: Sequence[WindowResult], name: str, percentile: int) -> list[fl
     return values
 
 
+def _growth(arm: Sequence[Observation]) -> float | None:
+    """How much the arm's waiting queue grew over its intervals; None if a gauge is missing."""
+    deltas = [o.waiting_delta for o in arm]
+    return None if any(d is None for d in deltas) else float(sum(d or 0.0 for d in deltas))
+
+
+def _arrivals(arm: Sequence[Observation]) -> float:
+    """Requests the arm received: those it finished plus the growth of those it holds (running
+    and waiting); a pod that falls behind finishes fewer than it is sent."""
+    held = sum((o.running_delta or 0.0) + (o.waiting_delta or 0.0) for o in arm)
+    return max(0.0, float(sum(o.requests for o in arm)) + held)
+
+
 def side_by_side(
     spec: LatencyTargetSpec, canary: Sequence[WindowResult], baseline: Sequence[WindowResult]
 ) -> tuple[Outcome, str]:
@@ -249,11 +278,15 @@ def side_by_side(
     base = [o for o in baseline if isinstance(o, Observation)]
     if served and base:
         pods = max(1, max(o.pods for o in base))
-        balance = load_balanced(
-            float(sum(o.requests for o in served)), float(sum(o.requests for o in base)), pods
-        )
+        arrived, base_arrived = _arrivals(served), _arrivals(base)
+        balance = load_balanced(arrived, base_arrived, pods)
         if not balance.balanced:
             return Outcome.INCONCLUSIVE, f"the arms saw different load: {balance.reason}"
+        growth, base_growth = _growth(served), _growth(base)
+        if growth is not None and base_growth is not None:
+            backlogs = steady_backlogs(growth, arrived, base_growth, base_arrived, pods)
+            if not backlogs.steady:
+                return Outcome.INCONCLUSIVE, backlogs.reason
     results = []
     for name, percentile in _objectives(spec):
         what = f"{name} p{percentile}"
@@ -340,6 +373,31 @@ def canary_measuring(r: Round, facts: Ready) -> Decision:
     return r.decision("remeasuring the canary")
 
 
+def _hand_back(r: Round, facts: Ready, canary: CanaryState, serving: str) -> Decision | None:
+    """The end of a canary: the main Deployment gets its replica back first and the canary
+    goes once that replica is ready (``serving``: the main container's fingerprint), so the
+    pods never serve short-handed. The canary goes anyway when the replica cannot come (no
+    node has room while the canary holds its GPU, a failing pod, the progress deadline);
+    None once both are done."""
+    restore = _restored(facts, canary)
+    if restore is not None:
+        r.canary = CanaryAction(main_replicas=restore)
+        return r.decision("giving the main Deployment its replica back")
+    seen = facts.canary
+    if seen is None or not seen.exists or seen.taken is not None:
+        return None
+    main = facts.rollout
+    stuck = (
+        main.unschedulable(serving)
+        or main.failure(serving) is not None
+        or r.since(r.status.phase_since) > r.spec.evaluation.progress_deadline_seconds
+    )
+    if not main.complete and not stuck:
+        return r.decision("waiting for the replica given back before removing the canary")
+    r.canary = CanaryAction(remove=True)
+    return r.decision("removing the canary")
+
+
 def promoting(r: Round, facts: Ready) -> Decision:
     """A kept canary: the main Deployment takes the trial's container and its replica back,
     then the canary goes; the trial is finished once the Deployment has rolled out."""
@@ -352,11 +410,9 @@ def promoting(r: Round, facts: Ready) -> Decision:
             ConditionType.PROGRESSING, True, "Promoting", f"trial {trial.id}: applying the change"
         )
         return r.decision("promoting the canary's change")
-    seen = facts.canary
-    restore = _restored(facts, canary)
-    if restore is not None or (seen is not None and seen.exists):
-        r.canary = CanaryAction(remove=True, main_replicas=restore)
-        return r.decision("giving the replica back and removing the canary")
+    handing_back = _hand_back(r, facts, canary, target)
+    if handing_back is not None:
+        return handing_back
     failure = facts.rollout.failure(target)
     if failure is not None:
         return fail_trial(r, trial, f"promotion: {failure}")
@@ -387,11 +443,9 @@ def canary_rolling_back(r: Round, facts: Ready) -> Decision:
     if current == trial.to_container.fingerprint and not drifted:
         r.apply = config_of(trial.from_container)  # a promotion cut short: put it back
         return r.decision("restoring the configuration before the trial")
-    seen = facts.canary
-    restore = _restored(facts, canary)
-    if restore is not None or (seen is not None and seen.exists and seen.taken is None):
-        r.canary = CanaryAction(remove=True, main_replicas=restore)
-        return r.decision("removing the canary")
+    handing_back = _hand_back(r, facts, canary, current)
+    if handing_back is not None:
+        return handing_back
     if not facts.rollout.complete:
         return r.decision("waiting for the Deployment's replicas")
     done = trial.model_copy(update={"finished_at": r.stamp})

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from latency_tuner.core.sidebyside import Outcome, compare_arms, load_balanced, mann_whitney
+from latency_tuner.core.sidebyside import (
+    Outcome,
+    compare_arms,
+    load_balanced,
+    mann_whitney,
+    steady_backlogs,
+)
 
 
 def u_of(first: list[float], second: list[float]) -> float:
@@ -126,3 +132,26 @@ def test_a_canary_the_router_starves_is_not_comparable() -> None:
     starved = load_balanced(canary_requests=20, baseline_requests=300, baseline_pods=3)
     assert not starved.balanced
     assert "beyond 3 standard deviations" in starved.reason
+
+
+def test_a_baseline_draining_a_backlog_is_not_in_a_state_to_compare() -> None:
+    # Two baseline pods drained 60 queued requests between them while each received 300.
+    drained = steady_backlogs(0.0, 300.0, -60.0, 600.0, baseline_pods=2)
+    assert not drained.steady
+    assert "drained by 30 requests per pod" in drained.reason
+
+
+def test_queues_that_both_grow_are_not_compared() -> None:
+    piling = steady_backlogs(40.0, 300.0, 100.0, 600.0, baseline_pods=2)
+    assert not piling.steady
+    assert "both arms' queues grew" in piling.reason
+
+
+def test_a_canary_that_keeps_up_beside_a_growing_baseline_is_compared() -> None:
+    assert steady_backlogs(2.0, 300.0, 100.0, 600.0, baseline_pods=2).steady
+
+
+def test_a_few_requests_of_gauge_noise_leave_both_arms_comparable() -> None:
+    # Closed-loop users make the waiting gauge wobble by a few requests between two instants.
+    assert steady_backlogs(-2.0, 40.0, 5.0, 80.0, baseline_pods=2).steady
+    assert steady_backlogs(14.0, 300.0, -28.0, 600.0, baseline_pods=2).steady
