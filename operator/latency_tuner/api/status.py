@@ -281,9 +281,10 @@ class Trial(StatusModel):
     finished_at: Timestamp | None = None
     """When the verdict was reached (RFC 3339)."""
     before: MetricSnapshot | None = None
-    """Metrics before the change."""
+    """Metrics before the change (a canary trial, once measured: the baseline pods over the
+    window that judged it, per pod)."""
     after: MetricSnapshot | None = None
-    """Metrics after the change."""
+    """Metrics after the change (a canary trial: the canary's pod over that same window)."""
     verdict: Verdict | None = None
     """Keep, Revert, Inconclusive or Failed; null while running."""
     reason: str | None = None

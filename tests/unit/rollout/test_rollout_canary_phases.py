@@ -124,6 +124,11 @@ def test_a_better_canary_is_kept_then_promoted_and_the_canary_removed() -> None:
     assert "p=" in trial.reason
     assert "ttft p90 shifted -" in trial.reason
     assert Reason.KEPT in [n.reason for n in d.notes]
+    # Both arms over the judged window, per pod: the medians of the six intervals' TTFT p90.
+    assert trial.before is not None and trial.after is not None
+    assert (trial.before.ttft_seconds, trial.after.ttft_seconds) == (0.9225, 0.3075)
+    assert (trial.before.requests, trial.after.requests) == (1200, 600)
+    assert trial.before.window == trial.after.window  # the same intervals
     d = run.step(main(replicas=2, canary=canary()))
     assert d.apply == AFTER  # the promotion: the main Deployment takes the change
     d = run.step(main(AFTER, replicas=2, canary=canary()))

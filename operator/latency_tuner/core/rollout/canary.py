@@ -49,7 +49,7 @@ from latency_tuner.core.rollout.facts import (
 )
 from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
 from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
-from latency_tuner.core.rollout.values import config_of
+from latency_tuner.core.rollout.values import arm_snapshot, config_of
 from latency_tuner.core.sidebyside import Outcome, compare_arms, load_balanced, steady_backlogs
 
 # Changes that may alter what the model answers: gated on quality when spec.quality is set.
@@ -255,6 +255,10 @@ def _samples(arm: Sequence[WindowResult], name: str, percentile: int) -> list[fl
     return values
 
 
+def _served(arm: Sequence[WindowResult]) -> list[Observation]:
+    return [o for o in arm if isinstance(o, Observation)]
+
+
 def _growth(arm: Sequence[Observation]) -> float | None:
     """How much the arm's waiting queue grew over its intervals; None if a gauge is missing."""
     deltas = [o.waiting_delta for o in arm]
@@ -274,8 +278,7 @@ def side_by_side(
     """The verdict over both arms: Worse on any objective reverts; Better by at least
     ``evaluation.minImprovement`` on one (and Worse on none) keeps; Inconclusive when the arms
     saw different load or too few intervals; else NoDifference."""
-    served = [o for o in canary if isinstance(o, Observation)]
-    base = [o for o in baseline if isinstance(o, Observation)]
+    served, base = _served(canary), _served(baseline)
     if served and base:
         pods = max(1, max(o.pods for o in base))
         arrived, base_arrived = _arrivals(served), _arrivals(base)
@@ -343,7 +346,14 @@ def canary_measuring(r: Round, facts: Ready) -> Decision:
     if refusal is not None:
         return _refuse(r, trial, refusal)
     outcome, reason = side_by_side(r.spec, windows.canary_arm, windows.baseline_arm)
-    measured = trial.model_copy(update={"measurements": trial.measurements + 1})
+    measured = trial.model_copy(
+        update={
+            "measurements": trial.measurements + 1,
+            # Both arms over the same intervals, per pod: what the verdict compared.
+            "before": arm_snapshot(r.spec, _served(windows.baseline_arm), r.stamp) or trial.before,
+            "after": arm_snapshot(r.spec, _served(windows.canary_arm), r.stamp),
+        }
+    )
     if outcome is Outcome.BETTER:
         kept = measured.model_copy(update={"verdict": Verdict.KEEP, "reason": reason})
         r.update(current_trial=kept)

@@ -3,6 +3,7 @@ diagnosis as the status shows it, the container a change leads to. Pure."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from latency_tuner.api.durations import format_duration
@@ -118,6 +119,41 @@ def metric_snapshot(spec: LatencyTargetSpec, obs: Observation, stamp: str) -> Me
         concurrency=obs.load.concurrency_mean if obs.running_mean is not None else None,
         window=format_duration(obs.window_seconds),
         requests=obs.requests,
+        observed_at=stamp,
+    )
+
+
+def arm_snapshot(
+    spec: LatencyTargetSpec, arm: Sequence[Observation], stamp: str
+) -> MetricSnapshot | None:
+    """One arm of a canary trial over its intervals, per pod: each latency is the median of the
+    intervals' quantiles (the samples the side-by-side test compares), the rate and the load a
+    pod's mean, the requests the arm's total. None for an arm with no interval."""
+    if not arm:
+        return None
+
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    def at(name: str) -> float | None:
+        percentile = _percentile(spec, name)
+        return median([q[percentile] for o in arm if percentile in (q := getattr(o, name))])
+
+    def mean(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return statistics.fmean(present) if present else None
+
+    held = [o.load.concurrency_mean / o.pods if o.running_mean is not None else None for o in arm]
+    return MetricSnapshot(
+        ttft_seconds=at("ttft"),
+        itl_seconds=at("itl"),
+        e2e_seconds=at("e2e"),
+        request_rate=statistics.fmean(o.request_rate / o.pods for o in arm),
+        prompt_tokens_mean=mean([o.prompt_tokens_mean for o in arm]),
+        generation_tokens_mean=mean([o.generation_tokens_mean for o in arm]),
+        concurrency=mean(held),
+        window=format_duration(sum(o.window_seconds for o in arm)),
+        requests=sum(o.requests for o in arm),
         observed_at=stamp,
     )
 
