@@ -69,7 +69,9 @@ class OperatorProcess:
             *self.extra_args,
         ]
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 90.0) -> None:
+        # Importing kopf, kubernetes and pydantic models takes seconds; on 2 busy cores (a
+        # real vLLM beside it) a CI run once needed more than 30.
         log = self.log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self._process = subprocess.Popen(
