@@ -126,6 +126,12 @@ def _strategies_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         action="store_true",
         help="trials from the blind planner (diagnosis ignored; bad changes common)",
     )
+    s.add_argument(
+        "--from-best",
+        action="store_true",
+        help="start each scenario at its best safe configuration with every target tightened "
+        "out of its reach: trials are then harmful or neutral (measures harm)",
+    )
 
 
 def _strategies(args: argparse.Namespace, argv: list[str]) -> int:
@@ -144,7 +150,8 @@ def _strategies(args: argparse.Namespace, argv: list[str]) -> int:
         return 2
     window = parse_duration(args.min_window)
     scenarios = [with_min_window(s, window) for s in scenarios]
-    jobs = [StrategyJob(s, w, seed, tuple(names), args.budget, args.replicas, args.blind)
+    jobs = [StrategyJob(s, w, seed, tuple(names), args.budget, args.replicas, args.blind,
+                        args.from_best)
             for s in scenarios for w in worlds for seed in range(args.seeds)]  # fmt: skip
     started = time.perf_counter()
     finished: list[StrategyJobResult] = []
@@ -157,6 +164,7 @@ def _strategies(args: argparse.Namespace, argv: list[str]) -> int:
             "seconds": round(time.perf_counter() - started, 1), "processes": args.jobs,
             "budget": args.budget, "replicas": args.replicas, "min_window": window,
             "strategies": names, "planner": "blind" if args.blind else "operator",
+            "start": "best, targets tightened" if args.from_best else "scenario",
         }  # fmt: skip
 
     def progress(r: StrategyJobResult, done: int, total: int) -> None:

@@ -7,7 +7,8 @@ replica. Then the production reconcile loop runs the scenario on ``replicas`` re
 per strategy, ``spec.strategy`` set, on the same load stream and seed (``operator_run``); with
 ``blind`` its planner is the blind one (``blind``: the allowed changes in a seeded order, the
 diagnosis ignored), whose trials are often bad -- what a strategy must then protect users
-from.
+from; with ``from_best`` the scenario starts at its best configuration with targets out of
+reach (``from_the_best``), so that almost every trial is harmful or neutral.
 
 Per run:
 
@@ -46,6 +47,7 @@ from latency_tuner.convergence.scenario import Scenario, parse_scenario
 from latency_tuner.convergence.space import build_space, start_container
 from latency_tuner.convergence.world import WorldKind, make_world
 from latency_tuner.core.cluster import ContainerConfig
+from latency_tuner.core.knobs import KnobClass
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.rollout.facts import CANARY_INTERVALS
 from latency_tuner.core.score import score
@@ -114,6 +116,48 @@ def with_min_window(scenario: Scenario, seconds: float) -> Scenario:
     return parse_scenario(data, scenario.name)
 
 
+# From the best start, each objective's threshold is this share of what the best configuration
+# serves: out of its reach, so the loop keeps trying, and most changes from there are harmful.
+FROM_BEST_TIGHTEN = 0.8
+
+
+def from_the_best(scenario: Scenario, judge: Measurer) -> Scenario | None:
+    """The harmful-change variant of ``scenario``: the Deployment starts at the best safe
+    configuration of its space (lowest violation score, then ratios, in steady state at the
+    start's GPUs) and every objective is tightened to ``FROM_BEST_TIGHTEN`` of what that
+    configuration serves. Every trial from there is at best neutral, often harmful: what a
+    trial strategy must protect users from. None when the best cannot be measured."""
+    start = start_container(scenario)
+    safe = [
+        p.container
+        for p in build_space(scenario)
+        if oracle.class_of_container(scenario, p.container) is KnobClass.SAFE
+        and p.container.gpu_limit == start.gpu_limit
+    ]
+    rated = [(steady(judge, c), c) for c in safe]
+    finite = [(r, c) for r, c in rated if math.isfinite(r.violation)]
+    if not finite:
+        return None
+    _, best = min(finite, key=lambda rc: (rc[0].violation, rc[0].ratios))
+    measured = judge.measure(best)
+    assert isinstance(measured, Measured) and isinstance(measured.steady, Observation)
+    data = scenario.model_dump(by_alias=True)
+    container = data["deployment"]["spec"]["template"]["spec"]["containers"][0]
+    container["command"] = list(best.command) if best.command is not None else None
+    container["args"] = list(best.args) if best.args is not None else None
+    objectives = data["latencyTarget"]["spec"]["objectives"]
+    for name, objective in objectives.items():
+        if not objective:
+            continue
+        quantiles: dict[int, float] = getattr(measured.steady, name)
+        served = quantiles.get(int(objective["percentile"]))
+        if served is None or served <= 0:
+            return None
+        objective["threshold"] = format_duration(FROM_BEST_TIGHTEN * served)
+    data["name"] = f"{scenario.name}-from-best"
+    return parse_scenario(data, data["name"])
+
+
 def canary_min_window(scrape_seconds: float) -> float:
     """The shortest window a canary trial can be judged on: each of its ``CANARY_INTERVALS``
     intervals needs two scrapes of every pod."""
@@ -148,6 +192,7 @@ class StrategyJob:
     budget: int
     replicas: int = DEFAULT_REPLICAS
     blind: bool = False  # the blind planner's trials (``blind``): bad changes are common
+    from_best: bool = False  # start at the best configuration, targets out of its reach
 
 
 @dataclass(frozen=True)
@@ -170,6 +215,11 @@ def run_strategy_job(job: StrategyJob) -> StrategyJobResult:
     s = job.scenario
     world = make_world(job.world, job.seed)
     judge = Evaluator(s, world, job.seed, stream="oracle")
+    if job.from_best:
+        moved = from_the_best(s, judge)
+        if moved is not None:
+            s = moved
+            judge = Evaluator(s, world, job.seed, stream="oracle")
     space = build_space(s)
     best = oracle.search(judge, space)
 
