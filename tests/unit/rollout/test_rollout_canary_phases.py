@@ -26,8 +26,10 @@ from latency_tuner.api.status import Phase, Verdict
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.rollout import Blocked, Blocker, Ready, Reason, Windows, windows_needed
+from latency_tuner.core.rollout.canary import side_by_side as judge_arms
 from latency_tuner.core.rollout.facts import CanaryFacts, QualityAnswers, QualityFailure
 from latency_tuner.core.rollout.state import CanaryAction
+from latency_tuner.core.sidebyside import Outcome
 
 CANARY = "llama-canary-0a1b2c3d"
 THEIRS = THIRD  # a container someone else set
@@ -125,7 +127,8 @@ def test_a_better_canary_is_kept_then_promoted_and_the_canary_removed() -> None:
     assert "ttft p90 shifted -" in trial.reason
     assert Reason.KEPT in [n.reason for n in d.notes]
     # Both arms over the judged window, per pod: the medians of the six intervals' TTFT p90.
-    assert trial.before is not None and trial.after is not None
+    assert trial.before is not None
+    assert trial.after is not None
     assert (trial.before.ttft_seconds, trial.after.ttft_seconds) == (0.9225, 0.3075)
     assert (trial.before.requests, trial.after.requests) == (1200, 600)
     assert trial.before.window == trial.after.window  # the same intervals
@@ -442,3 +445,47 @@ def test_a_saturated_baseline_that_finishes_less_than_it_receives_is_still_balan
 
 def replace_obs(obs: Observation, **fields: Any) -> Observation:
     return obs.model_copy(update=fields)
+
+
+TWO_TARGETS = spec(
+    objectives={
+        "ttft": {"percentile": 90, "threshold": "500ms"},
+        "itl": {"percentile": 90, "threshold": "30ms"},
+    }
+)
+
+
+def arm_of(ttft: float, itl: float, requests: int, pods: int = 1) -> tuple[Observation, ...]:
+    return tuple(
+        window(BEFORE, ttft={90: ttft * (1 + i / 100)}, itl={90: itl * (1 + i / 100)},
+               requests=requests, pods=pods)
+        for i in range(6)
+    )  # fmt: skip
+
+
+def test_a_canary_that_fixes_ttft_and_costs_itl_within_its_target_is_better() -> None:
+    # The queue behind max-num-seqs clears (TTFT 20 s -> 0.2 s) and a larger batch adds 12% to
+    # ITL, still under its 30 ms: the rollout verdict's score would keep it, so does this one.
+    outcome, reason = judge_arms(
+        TWO_TARGETS, arm_of(0.2, 0.0228, 100), arm_of(20.0, 0.0204, 200, pods=2)
+    )
+    assert outcome is Outcome.BETTER, reason
+    assert "stays within its target" in reason
+
+
+def test_a_canary_that_fixes_ttft_but_breaks_the_itl_target_is_worse() -> None:
+    outcome, reason = judge_arms(
+        TWO_TARGETS, arm_of(0.2, 0.045, 100), arm_of(20.0, 0.0204, 200, pods=2)
+    )
+    assert outcome is Outcome.WORSE
+    assert "itl p90 0.04" in reason
+    assert "over its 0.03s target" in reason
+
+
+def test_a_trade_between_met_targets_that_gains_nothing_overall_is_not_kept() -> None:
+    # TTFT 0.30 -> 0.25 s of 0.5 s (-0.1 in ratio), ITL 15 -> 27 ms of 30 ms (+0.4): a net loss.
+    outcome, reason = judge_arms(
+        TWO_TARGETS, arm_of(0.25, 0.027, 100), arm_of(0.30, 0.015, 200, pods=2)
+    )
+    assert outcome is Outcome.NO_DIFFERENCE
+    assert "costs as much as the gain" in reason

@@ -18,11 +18,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from latency_tuner.api.conditions import ConditionType
 from latency_tuner.api.durations import format_timestamp
-from latency_tuner.api.spec import LatencyTargetSpec, QualityGate, QualityMetric, QualityMode
+from latency_tuner.api.spec import (
+    LatencyTargetSpec,
+    Objective,
+    QualityGate,
+    QualityMetric,
+    QualityMode,
+)
 from latency_tuner.api.status import (
     CanaryState,
     LatencyTargetStatus,
@@ -50,7 +57,13 @@ from latency_tuner.core.rollout.facts import (
 from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
 from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
 from latency_tuner.core.rollout.values import arm_snapshot, config_of
-from latency_tuner.core.sidebyside import Outcome, compare_arms, load_balanced, steady_backlogs
+from latency_tuner.core.sidebyside import (
+    ArmComparison,
+    Outcome,
+    compare_arms,
+    load_balanced,
+    steady_backlogs,
+)
 
 # Changes that may alter what the model answers: gated on quality when spec.quality is set.
 LOSSY_KNOBS = frozenset(
@@ -239,10 +252,10 @@ def _refuse(r: Round, trial: Trial, why: str, verdict: Verdict = Verdict.REVERT)
     return r.decision("canary rejected")
 
 
-def _objectives(spec: LatencyTargetSpec) -> list[tuple[str, int]]:
+def _objectives(spec: LatencyTargetSpec) -> list[tuple[str, Objective]]:
     named = (("ttft", spec.objectives.ttft), ("itl", spec.objectives.itl))
     more = (("e2e", spec.objectives.e2e),)
-    return [(name, int(o.percentile)) for name, o in (*named, *more) if o is not None]
+    return [(name, o) for name, o in (*named, *more) if o is not None]
 
 
 def _samples(arm: Sequence[WindowResult], name: str, percentile: int) -> list[float]:
@@ -272,12 +285,43 @@ def _arrivals(arm: Sequence[Observation]) -> float:
     return max(0.0, float(sum(o.requests for o in arm)) + held)
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """One objective compared across the arms, with where each arm's median stands."""
+
+    what: str  # e.g. "ttft p90"
+    comparison: ArmComparison
+    threshold: float
+    canary: float | None  # the median of the canary's interval quantiles
+    baseline: float | None
+
+    @property
+    def breaks(self) -> bool:
+        """The canary is worse on it and, at its median, over the target."""
+        return (
+            self.comparison.outcome is Outcome.WORSE
+            and self.canary is not None
+            and self.canary > self.threshold
+        )
+
+
+def _standing(judged: Sequence[_Judged], arm: str) -> tuple[float, float] | None:
+    """The arm's (violation, sum of ratios) at its medians: the rollout verdict's score."""
+    ratios = [getattr(j, arm) / j.threshold for j in judged if getattr(j, arm) is not None]
+    if len(ratios) < len(judged):
+        return None
+    return sum(max(0.0, r - 1.0) for r in ratios), sum(ratios)
+
+
 def side_by_side(
     spec: LatencyTargetSpec, canary: Sequence[WindowResult], baseline: Sequence[WindowResult]
 ) -> tuple[Outcome, str]:
-    """The verdict over both arms: Worse on any objective reverts; Better by at least
-    ``evaluation.minImprovement`` on one (and Worse on none) keeps; Inconclusive when the arms
-    saw different load or too few intervals; else NoDifference."""
+    """The verdict over both arms, by the rules of the rollout verdict's score: Worse when an
+    objective is significantly worse and the canary is over its target there; Better when one is
+    significantly better by at least ``evaluation.minImprovement`` and what got worse within
+    its target does not cost more than that gained (violation first, then the sum of
+    observed/threshold ratios, at each arm's medians); Inconclusive when the arms saw different
+    load, from different queue states, or too few intervals; else NoDifference."""
     served, base = _served(canary), _served(baseline)
     if served and base:
         pods = max(1, max(o.pods for o in base))
@@ -290,30 +334,60 @@ def side_by_side(
             backlogs = steady_backlogs(growth, arrived, base_growth, base_arrived, pods)
             if not backlogs.steady:
                 return Outcome.INCONCLUSIVE, backlogs.reason
-    results = []
-    for name, percentile in _objectives(spec):
+    judged = []
+    for name, objective in _objectives(spec):
+        percentile = int(objective.percentile)
+        ours, theirs = _samples(canary, name, percentile), _samples(baseline, name, percentile)
         what = f"{name} p{percentile}"
-        results.append(
-            compare_arms(
-                _samples(canary, name, percentile),
-                _samples(baseline, name, percentile),
-                what=what,
+        judged.append(
+            _Judged(
+                what,
+                compare_arms(ours, theirs, what=what),
+                objective.threshold_seconds,
+                statistics.median(ours) if ours else None,
+                statistics.median(theirs) if theirs else None,
             )
         )
-    reasons = "; ".join(c.reason for c in results)
-    if any(c.outcome is Outcome.WORSE for c in results):
-        return Outcome.WORSE, reasons
+    reasons = "; ".join(j.comparison.reason for j in judged)
+    broken = [j for j in judged if j.breaks]
+    if broken:
+        over = ", ".join(
+            f"{j.what} {j.canary:.4g}s over its {j.threshold:.4g}s target"
+            for j in broken
+            if j.canary is not None
+        )
+        return Outcome.WORSE, f"{reasons}; canary {over}"
     better = [
-        c
-        for c in results
-        if c.outcome is Outcome.BETTER
-        and (c.relative_shift is None or -c.relative_shift >= spec.evaluation.min_improvement)
+        j
+        for j in judged
+        if j.comparison.outcome is Outcome.BETTER
+        and (
+            j.comparison.relative_shift is None
+            or -j.comparison.relative_shift >= spec.evaluation.min_improvement
+        )
     ]
+    traded = [j for j in judged if j.comparison.outcome is Outcome.WORSE]
+    if better and traded:
+        ours_now, theirs_now = _standing(judged, "canary"), _standing(judged, "baseline")
+        if ours_now is None or theirs_now is None or ours_now >= theirs_now:
+            return Outcome.NO_DIFFERENCE, (
+                f"{reasons}; what got worse within its target costs as much as the gain "
+                f"(violation, sum of ratios at the medians: canary {_pair(ours_now)}, baseline "
+                f"{_pair(theirs_now)})"
+            )
+        return Outcome.BETTER, (
+            f"{reasons}; the worse objective stays within its target and the gain outweighs it "
+            f"(canary {_pair(ours_now)}, baseline {_pair(theirs_now)})"
+        )
     if better:
         return Outcome.BETTER, reasons
-    if any(c.outcome is Outcome.INCONCLUSIVE for c in results):
+    if any(j.comparison.outcome is Outcome.INCONCLUSIVE for j in judged):
         return Outcome.INCONCLUSIVE, reasons
     return Outcome.NO_DIFFERENCE, reasons
+
+
+def _pair(standing: tuple[float, float] | None) -> str:
+    return "unmeasured" if standing is None else f"{standing[0]:.3g}, {standing[1]:.3g}"
 
 
 def _acceptance_refusal(r: Round, trial: Trial, canary: Sequence[WindowResult]) -> str | None:
