@@ -4,13 +4,23 @@ The ConfigMap belongs to the tenant, so nothing in it is trusted: its size, the 
 prompts and each prompt's length are capped, and anything but a JSON list of objects with a
 string ``prompt`` (and, in mode Expected, a string ``expected``) is refused with a message that
 says what to fix.
+
+A ConfigMap is used at all only when it carries ``SAMPLES_LABEL: "true"``: the operator may
+read every ConfigMap of a namespace, a LatencyTarget's author may not, and the samples go to the
+author's own pods. Whoever can label a ConfigMap can edit it, so already has its contents; the
+label is that person lending it to the quality gate (``opted_in``; the adapter that reads the
+ConfigMap checks it before looking at its data).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+# On a ConfigMap: its data may be sent as prompts to the pods of LatencyTargets in its namespace.
+SAMPLES_LABEL = "latencytuner.io/quality-samples"
+SAMPLES_LABEL_VALUE = "true"
 MAX_SAMPLES_BYTES = 256 * 1024
 MAX_SAMPLES = 200
 MAX_PROMPT_CHARS = 16 * 1024
@@ -18,6 +28,21 @@ MAX_PROMPT_CHARS = 16 * 1024
 
 class InvalidSamples(ValueError):
     """The ConfigMap's samples cannot be used; the message says why, for the status."""
+
+
+def opted_in(labels: Mapping[str, str] | None) -> bool:
+    """True when a ConfigMap's ``labels`` lend it to the quality gate."""
+    return (labels or {}).get(SAMPLES_LABEL) == SAMPLES_LABEL_VALUE
+
+
+def not_lent_message(namespace: str, name: str) -> str:
+    """Why a ConfigMap that is missing or does not opt in is not used: one message for both,
+    so the gate tells a LatencyTarget's author nothing about ConfigMaps they may not read."""
+    return (
+        f"ConfigMap {name} in namespace {namespace} is missing or not labelled "
+        f"{SAMPLES_LABEL}={SAMPLES_LABEL_VALUE}; the quality gate reads only ConfigMaps "
+        "that opt in with that label"
+    )
 
 
 @dataclass(frozen=True)
