@@ -3,7 +3,8 @@
 The ConfigMap belongs to the tenant, so nothing in it is trusted: its size, the number of
 prompts and each prompt's length are capped, and anything but a JSON list of objects with a
 string ``prompt`` (and, in mode Expected, a string ``expected``) is refused with a message that
-says what to fix.
+says what to fix. A message names positions and counts, never a byte of the value: the
+ConfigMap's text must not reach the status, an event or a log through an error.
 
 A ConfigMap is used at all only when it carries ``SAMPLES_LABEL: "true"``: the operator may
 read every ConfigMap of a namespace, a LatencyTarget's author may not, and the samples go to the
@@ -57,8 +58,12 @@ def parse_samples(text: str, *, need_expected: bool) -> list[Sample]:
         raise InvalidSamples(f"the samples are larger than {MAX_SAMPLES_BYTES // 1024} KiB")
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise InvalidSamples(f"the samples are not JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        # Where, never what: the decoder's own message may quote the text.
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise InvalidSamples(f"the samples are not valid JSON ({where})") from None
+    except (ValueError, RecursionError):
+        raise InvalidSamples("the samples are not valid JSON (or nest too deeply)") from None
     if not isinstance(data, list) or not data:
         raise InvalidSamples('the samples must be a non-empty JSON list of {"prompt": ...}')
     if len(data) > MAX_SAMPLES:
