@@ -1,6 +1,7 @@
 """The Deployments adapter against the API emulator over real HTTP: the guarded JSON patch
 changes only the vLLM container, a stale read is a Conflict (never an overwrite), GPU limit and
-image changes land where they belong, and pod facts tell a crash loop and an OOM kill."""
+image changes land where they belong, and pod facts tell a crash loop and an OOM kill (the
+canaries' pods left out, whichever label key they were made with)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from latency_tuner.adapters.kubernetes.deployments import (
     Deployments,
     DeploymentView,
 )
-from latency_tuner.core.canary import CANARY_LABEL
+from latency_tuner.core.canary import CANARY_LABEL, LEGACY_CANARY_LABEL
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.sandbox.apiserver import ApiServer
 
@@ -234,17 +235,20 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
         },  # fmt: skip
         "other-app": {"phase": "Running"},
         "llama-canary-1": {"phase": "Running"},
+        "llama-canary-old": {"phase": "Running"},
     }
     for name, status in statuses.items():
         made = pod(name, app="other" if name == "other-app" else "llama")
         if name == "llama-canary-1":  # a canary's pod: the main pods' labels and its own
             made["metadata"]["labels"][CANARY_LABEL] = "llama"
+        if name == "llama-canary-old":  # a canary's pod from before the upgrade (0.1.0's key)
+            made["metadata"]["labels"][LEGACY_CANARY_LABEL] = "llama"
         await api.create(made)
         await api.patch("v1", "Pod", name, {"status": status}, namespace=NS, subresource="status")
     deployments = adapter(api, tmp_path)
     view = await read(deployments)
     facts = {p.name: p for p in await deployments.pods(view, container="vllm", gpu_resource=GPU)}
-    # By the selector, without the canary's pod.
+    # By the selector, without the canaries' pods.
     assert set(facts) == {"llama-crash", "llama-oom", "llama-ok", "llama-pending"}
     crash, oom, ok = facts["llama-crash"], facts["llama-oom"], facts["llama-ok"]
     assert facts["llama-pending"].unschedulable
