@@ -261,7 +261,7 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
                     "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
                 }
             ],
-        },  # fmt: skip
+        },
         "other-app": {"phase": "Running"},
         "llama-canary-1": {"phase": "Running"},
         "llama-canary-old": {"phase": "Running"},
