@@ -114,7 +114,9 @@ deployments and its own LatencyTargets, and writes events.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "patch", "create", "delete"]
-# The quality gate's prompts: the ConfigMap a LatencyTarget names, in its own namespace.
+# The quality gate's prompts: the ConfigMap a LatencyTarget names, in its own namespace. RBAC
+# cannot select by label: the operator itself uses only ConfigMaps labelled
+# latencytuner.io/quality-samples=true, so a LatencyTarget never lends this right to its author.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get"]

@@ -561,7 +561,10 @@ class QualityGate(SpecModel):
     config_map: DnsSubdomain
     """ConfigMap in the LatencyTarget's namespace holding the prompts: key ``samples.json``, a
     JSON list of {"prompt": "...", "expected": "..."} (expected answers are needed in mode
-    Expected only); at most 256 KiB and 200 prompts."""
+    Expected only); at most 256 KiB and 200 prompts. It must carry the label
+    latencytuner.io/quality-samples: "true", set by someone who may edit it (the operator can
+    read every ConfigMap and must not lend that to a LatencyTarget's author); without it the
+    gate fails and the change is not kept."""
     key: Annotated[
         str,
         _matching(r"^[-._a-zA-Z0-9]+$", "a ConfigMap key", 253),

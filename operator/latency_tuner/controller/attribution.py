@@ -1,6 +1,6 @@
 """What the operator writes on a Deployment it changes, so anyone can tell who changed it, what
 and why: ``kubectl rollout history`` shows ``kubernetes.io/change-cause``, ``kubectl get deploy
--o yaml`` the ``latency-tuner.io/...`` annotations, and the patch names the field manager.
+-o yaml`` the ``latencytuner.io/...`` annotations, and the patch names the field manager.
 
 Pure: values in, annotations out. The Kubernetes adapter sends them with the patch.
 """
@@ -15,8 +15,12 @@ from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 
 FIELD_MANAGER = "latency-tuner"  # the ``fieldManager`` of every write to a Deployment
 CHANGE_CAUSE = "kubernetes.io/change-cause"  # shown by ``kubectl rollout history``
-LATENCY_TARGET = "latency-tuner.io/latency-target"  # namespace/name of the LatencyTarget
-LAST_CHANGE = "latency-tuner.io/last-change"  # JSON: action, trial, knob, changed arguments
+LATENCY_TARGET = "latencytuner.io/latency-target"  # namespace/name of the LatencyTarget
+LAST_CHANGE = "latencytuner.io/last-change"  # JSON: action, trial, knob, changed arguments
+# 0.1.0 wrote the two above under "latency-tuner.io/". Nothing reads them; the next change the
+# operator makes to a Deployment removes them, so no stale record sits beside the current one.
+# Drop after one release, with core.canary.LEGACY_CANARY_LABEL.
+LEGACY_ANNOTATIONS = ("latency-tuner.io/latency-target", "latency-tuner.io/last-change")
 
 _ABSENT = "(absent)"
 _SET = "(set)"  # a flag written without a value

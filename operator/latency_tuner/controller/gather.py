@@ -176,7 +176,9 @@ async def quality_answers(
     canary_pods: Sequence[PodFacts],
 ) -> QualityFacts:
     """The samples of ``spec.quality``'s ConfigMap (in the target's own namespace) answered by
-    a ready canary pod and a ready baseline pod, one prompt at a time, at temperature 0."""
+    a ready canary pod and a ready baseline pod, one prompt at a time, at temperature 0. A
+    ConfigMap the probe refuses (not opted in, missing, too large, not samples) is a failure
+    before any pod is asked."""
     gate = spec.quality
     if gate is None or ports.quality is None:
         return QualityFailure("this operator cannot run the quality gate")

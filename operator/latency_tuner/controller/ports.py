@@ -97,7 +97,9 @@ class QualityProbe(Protocol):
     """What the quality gate reads: the tenant's samples and the pods' answers."""
 
     async def samples(self, *, namespace: str, name: str, key: str) -> str:
-        """The ConfigMap value; ``InvalidSamples`` when missing or too large."""
+        """The ConfigMap value, only if the ConfigMap carries the opt-in label
+        (``core.quality.samples.SAMPLES_LABEL``); ``InvalidSamples`` when it does not, or is
+        missing or too large, with a message that quotes nothing of its data."""
         ...
 
     async def answers(

@@ -25,8 +25,15 @@ from typing import Any
 
 from latency_tuner.core.promql import LabelMatcher, escape_regex
 
-CANARY_LABEL = "latency-tuner.io/canary-of"
-TARGET_LABEL = "latency-tuner.io/target"
+CANARY_LABEL = "latencytuner.io/canary-of"  # on a canary and its pods: the main Deployment
+TARGET_LABEL = "latencytuner.io/target"  # on a canary and its pods: the LatencyTarget
+# 0.1.0 wrote the two labels above under "latency-tuner.io/". A canary made before an upgrade
+# keeps them (a Deployment's selector cannot change) and runs until its trial is judged, so a
+# main Deployment's pods must still exclude its pods: ``pod_selector`` excludes both keys. The
+# canary itself is found by name and owner uid (``is_canary_of``), never by label. Read for one
+# release (the one after 0.1.0); drop LEGACY_CANARY_LABEL in the release after that.
+LEGACY_CANARY_LABEL = "latency-tuner.io/canary-of"
+CANARY_LABELS = (CANARY_LABEL, LEGACY_CANARY_LABEL)
 # Kubernetes adds "-<rs hash>-<pod hash>" (about 17 characters) to pod names, which must stay a
 # DNS label (63); a short prefix plus a stable hash keeps every canary name unique and short.
 _PREFIX_LENGTH = 30
@@ -140,10 +147,11 @@ def is_canary_of(obj: Mapping[str, Any], deployment: str, owner: Owner) -> bool:
 
 def pod_selector(deployment_labels: Mapping[str, str]) -> str:
     """The label selector of a Deployment's own pods: its ``matchLabels``, and, for a main
-    Deployment, not a canary's pods (they carry the main pods' labels to join the Service)."""
+    Deployment, not a canary's pods (they carry the main pods' labels to join the Service),
+    whichever key, current or legacy, the canary was made with."""
     terms = [f"{k}={v}" for k, v in sorted(deployment_labels.items())]
-    if CANARY_LABEL not in deployment_labels:
-        terms.append(f"!{CANARY_LABEL}")
+    if not any(key in deployment_labels for key in CANARY_LABELS):
+        terms += [f"!{key}" for key in CANARY_LABELS]
     return ",".join(terms)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,10 +119,12 @@ def container_patch(
     config: ContainerConfig,
     gpu_resource: str,
     annotations: Mapping[str, str] | None = None,
+    retired: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """The RFC 6902 JSON patch that moves container ``index`` of ``deployment`` (a Deployment
-    object) to ``config``, and changes nothing else. A guard against concurrent writers (a
-    ``test`` of the resourceVersion) is the caller's to prepend."""
+    object) to ``config``, sets ``annotations`` and removes those of the ``retired`` keys the
+    Deployment has, and changes nothing else. A guard against concurrent writers (a ``test``
+    of the resourceVersion) is the caller's to prepend."""
     current = deployment["spec"]["template"]["spec"]["containers"][index]
     base = f"/spec/template/spec/containers/{index}"
     ops: list[dict[str, Any]] = []
@@ -153,4 +155,8 @@ def container_patch(
             ops.append(
                 {"op": "add", "path": f"/metadata/annotations/{_escape(name)}", "value": text}
             )
+    present = deployment["metadata"].get("annotations") or {}
+    for name in retired:
+        if name in present and name not in (annotations or {}):
+            ops.append({"op": "remove", "path": f"/metadata/annotations/{_escape(name)}"})
     return ops

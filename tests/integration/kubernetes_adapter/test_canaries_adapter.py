@@ -1,7 +1,8 @@
 """The canary adapter against the API emulator over real HTTP: a canary is born from the main
 Deployment with the trial's arguments and one pod, joins the same pods' labels without being
-claimable by the main Deployment, is found again after a restart, leaves a foreign Deployment
-of the same name alone, and is removed without touching the main Deployment."""
+claimable by the main Deployment, is found again after a restart (and after an upgrade that
+renamed its labels), leaves a foreign Deployment of the same name alone, and is removed without
+touching the main Deployment."""
 
 from __future__ import annotations
 
@@ -15,17 +16,24 @@ from tests.integration.kubernetes_adapter.test_deployments_adapter import (
     MODEL,
     NS,
     manifest,
+    pod,
     vllm_of,
 )
 
 from latency_tuner.adapters.kubernetes.canaries import Canaries, CanaryNameTaken
 from latency_tuner.adapters.kubernetes.client import Conflict, make_api_client
 from latency_tuner.adapters.kubernetes.deployments import Deployments, DeploymentView
-from latency_tuner.core.canary import CANARY_LABEL, Owner, canary_deployment, canary_name
+from latency_tuner.core.canary import (
+    CANARY_LABEL,
+    LEGACY_CANARY_LABEL,
+    Owner,
+    canary_deployment,
+    canary_name,
+)
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.sandbox.apiserver import ApiServer
 
-OWNER = Owner("latency-tuner.io/v1alpha1", "LatencyTarget", "llama-latency", "uid-1234")
+OWNER = Owner("tuning.latencytuner.io/v1alpha1", "LatencyTarget", "llama-latency", "uid-1234")
 TRIAL_ARGS = [MODEL, "--max-num-seqs", "64"]
 TRIAL = ContainerConfig(
     command=None,
@@ -99,6 +107,44 @@ async def test_a_canary_left_at_zero_replicas_by_a_crash_is_completed_on_restart
     canary = await canaries.ensure(main, OWNER, container="vllm", config=TRIAL, gpu_resource=GPU)
     assert canary.obj["spec"]["replicas"] == 1
     assert vllm_of(canary.obj)["args"] == TRIAL_ARGS
+
+
+def with_legacy_labels(canary: dict[str, Any]) -> dict[str, Any]:
+    """``canary`` as 0.1.0 made it: its own labels under latency-tuner.io/."""
+
+    def renamed(labels: dict[str, str]) -> dict[str, str]:
+        return {k.replace("latencytuner.io/", "latency-tuner.io/"): v for k, v in labels.items()}
+
+    spec = canary["spec"]
+    canary["metadata"]["labels"] = renamed(canary["metadata"]["labels"])
+    spec["selector"]["matchLabels"] = renamed(spec["selector"]["matchLabels"])
+    spec["template"]["metadata"]["labels"] = renamed(spec["template"]["metadata"]["labels"])
+    return canary
+
+
+async def test_a_canary_made_before_the_label_rename_is_found_kept_apart_and_removed(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    deployments, canaries = clients(api, tmp_path)
+    main = await main_of(deployments)
+    # The operator was upgraded mid-trial: the canary and its pod carry the old label key.
+    old = with_legacy_labels(canary_deployment(main.obj, OWNER))
+    assert CANARY_LABEL not in old["spec"]["selector"]["matchLabels"]
+    created = await api.create(old)
+    old_pod = pod("llama-canary-old")
+    old_pod["metadata"]["labels"] = dict(old["spec"]["template"]["metadata"]["labels"])
+    assert old_pod["metadata"]["labels"][LEGACY_CANARY_LABEL] == "llama"
+    await api.create(old_pod)
+    await api.create(pod("llama-main"))
+    canary = await canaries.ensure(main, OWNER, container="vllm", config=TRIAL, gpu_resource=GPU)
+    assert canary.obj["metadata"]["uid"] == created["metadata"]["uid"]  # found, not made again
+    assert vllm_of(canary.obj)["args"] == TRIAL_ARGS
+    listed = await deployments.pods(main, container="vllm", gpu_resource=GPU)
+    assert [p.name for p in listed] == ["llama-main"]  # the old canary's pod is not the main's
+    listed = await deployments.pods(canary, container="vllm", gpu_resource=GPU)
+    assert [p.name for p in listed] == ["llama-canary-old"]
+    assert await canaries.remove(main, OWNER) is True
+    assert await canaries.get(main, OWNER) is None
 
 
 async def test_a_foreign_deployment_with_the_canary_name_is_never_touched(

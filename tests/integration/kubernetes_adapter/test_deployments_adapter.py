@@ -1,6 +1,8 @@
 """The Deployments adapter against the API emulator over real HTTP: the guarded JSON patch
 changes only the vLLM container, a stale read is a Conflict (never an overwrite), GPU limit and
-image changes land where they belong, and pod facts tell a crash loop and an OOM kill."""
+image changes land where they belong, 0.1.0's annotations go when a change is annotated, and
+pod facts tell a crash loop and an OOM kill (the canaries' pods left out, whichever label key
+they were made with)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ from latency_tuner.adapters.kubernetes.deployments import (
     Deployments,
     DeploymentView,
 )
-from latency_tuner.core.canary import CANARY_LABEL
+from latency_tuner.controller.attribution import LAST_CHANGE, LATENCY_TARGET, LEGACY_ANNOTATIONS
+from latency_tuner.core.canary import CANARY_LABEL, LEGACY_CANARY_LABEL
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.sandbox.apiserver import ApiServer
 
@@ -102,6 +105,33 @@ async def test_a_guarded_patch_changes_only_the_vllm_containers_arguments(
     assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
     assert after["spec"]["replicas"] == 1
     assert (await read(deployments)).container_config("vllm") == wanted
+
+
+async def test_a_change_annotated_now_removes_the_annotations_written_under_the_old_domain(
+    api: ApiServer, tmp_path: Path
+) -> None:
+    old = manifest()
+    old["metadata"]["annotations"] = {
+        "latency-tuner.io/latency-target": "ml/llama-latency",
+        "latency-tuner.io/last-change": '{"action": "trial", "trial": 1}',
+        "team": "ml",
+    }
+    await api.create(old)
+    deployments = adapter(api, tmp_path)
+    view = await read(deployments)
+    config = view.container_config("vllm")
+    wanted = ContainerConfig(None, (MODEL, "--max-num-seqs", "32"), config.image, config.gpu_limit)
+    notes = {LATENCY_TARGET: "ml/llama-latency", LAST_CHANGE: '{"action": "trial", "trial": 2}'}
+    after = await deployments.patch_container(
+        view, container="vllm", config=wanted, annotations=notes
+    )
+    assert set(LEGACY_ANNOTATIONS).isdisjoint(after.obj["metadata"]["annotations"])
+    assert after.obj["metadata"]["annotations"] == {**notes, "team": "ml"}
+    # Gone, they are not removed again (a JSON-patch remove of a missing key would fail).
+    again = await deployments.patch_container(
+        after, container="vllm", config=config, annotations=notes
+    )
+    assert again.container_config("vllm") == config
 
 
 async def test_a_patch_from_a_stale_read_is_a_conflict_and_overwrites_nothing(
@@ -231,20 +261,23 @@ async def test_pod_facts_tell_a_crash_loop_an_oom_kill_and_a_healthy_pod_apart(
                     "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
                 }
             ],
-        },  # fmt: skip
+        },
         "other-app": {"phase": "Running"},
         "llama-canary-1": {"phase": "Running"},
+        "llama-canary-old": {"phase": "Running"},
     }
     for name, status in statuses.items():
         made = pod(name, app="other" if name == "other-app" else "llama")
         if name == "llama-canary-1":  # a canary's pod: the main pods' labels and its own
             made["metadata"]["labels"][CANARY_LABEL] = "llama"
+        if name == "llama-canary-old":  # a canary's pod from before the upgrade (0.1.0's key)
+            made["metadata"]["labels"][LEGACY_CANARY_LABEL] = "llama"
         await api.create(made)
         await api.patch("v1", "Pod", name, {"status": status}, namespace=NS, subresource="status")
     deployments = adapter(api, tmp_path)
     view = await read(deployments)
     facts = {p.name: p for p in await deployments.pods(view, container="vllm", gpu_resource=GPU)}
-    # By the selector, without the canary's pod.
+    # By the selector, without the canaries' pods.
     assert set(facts) == {"llama-crash", "llama-oom", "llama-ok", "llama-pending"}
     crash, oom, ok = facts["llama-crash"], facts["llama-oom"], facts["llama-ok"]
     assert facts["llama-pending"].unschedulable

@@ -1,6 +1,6 @@
 """Anyone can tell what the operator did and why: every patch of a Deployment names the
 LatencyTarget, the trial, rollback or restore and the changed arguments (change-cause and
-latency-tuner.io annotations, field manager latency-tuner); a down or wrong Prometheus turns
+latencytuner.io annotations, field manager latency-tuner); a down or wrong Prometheus turns
 Ready False with a short cause and posts one Warning; events come From latency-tuner; each
 decision is one log line naming the target. kopf against the API emulator, real Prometheus.
 """
@@ -42,8 +42,8 @@ from latency_tuner.vllm.args import VllmCommandLine
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 ARGS = [MODEL, "--max-num-seqs", "16"]
 CAUSE = "kubernetes.io~1change-cause"
-LAST = "latency-tuner.io~1last-change"
-TARGET = "latency-tuner.io~1latency-target"
+LAST = "latencytuner.io~1last-change"
+TARGET = "latencytuner.io~1latency-target"
 
 
 def worse_with_32(cl: VllmCommandLine) -> float:
@@ -99,7 +99,7 @@ async def test_a_trial_and_its_rollback_say_on_the_deployment_who_changed_what_a
     }
     annotations = deployment["metadata"]["annotations"]
     assert annotations["kubernetes.io/change-cause"] == rollback["cause"]
-    assert annotations["latency-tuner.io/latency-target"] == "ml/llama-latency"
+    assert annotations["latencytuner.io/latency-target"] == "ml/llama-latency"
     lines = [r.getMessage() for r in caplog.records if r.name == "latency_tuner.operator"]
     assert "ml/llama-latency: phase Observing -> RollingOut" in lines
     assert any(line.startswith("ml/llama-latency: TrialStarted: ") for line in lines)

@@ -18,6 +18,7 @@ import pytest
 from tests.integration.sandbox.support import eventually
 
 from latency_tuner.core.canary import CANARY_LABEL
+from latency_tuner.core.quality.samples import SAMPLES_LABEL
 from latency_tuner.sandbox.demo import DemoRun, demo_run
 from latency_tuner.sandbox.prometheus import binary
 from latency_tuner.sandbox.scenario import Scenario, load_scenario
@@ -154,19 +155,24 @@ def _fp8_on_h100_gated_on_quality(data: dict[str, Any]) -> None:
     spec["quality"] = {"configMap": "qa", "mode": "Reference", "tolerance": 0.001}
 
 
+def quality_configmap(run: DemoRun, data: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The ConfigMap ``qa`` the quality gate of ``_fp8_on_h100_gated_on_quality`` names."""
+    metadata = {"name": "qa", "namespace": run.sandbox.namespace, "labels": labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata,
+        "data": {"samples.json": data},
+    }
+
+
 async def test_a_lossy_change_that_answers_differently_is_refused_with_its_score(
     tmp_path: Path,
 ) -> None:
     chosen = two_replicas("fp8-kv-on-a100", _fp8_on_h100_gated_on_quality)
     async with demo_run(chosen, workdir=tmp_path) as run:
-        await run.sandbox.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "qa", "namespace": run.sandbox.namespace},
-                "data": {"samples.json": json.dumps(PROMPTS)},
-            }
-        )
+        lent = {SAMPLES_LABEL: "true"}
+        await run.sandbox.apply(quality_configmap(run, json.dumps(PROMPTS), lent))
         args = await run.container_args()
         await run.sandbox.apply_latency_target()
         status = await run.wait_for(finished, within=300)
@@ -186,6 +192,34 @@ async def test_a_lossy_change_that_answers_differently_is_refused_with_its_score
     assert 0.9 < quality["score"] < 0.999
     assert final_args == args
     assert left == []
+
+
+async def test_a_configmap_without_the_opt_in_label_refuses_the_lossy_change_and_lends_nothing(
+    tmp_path: Path,
+) -> None:
+    # Any ConfigMap of the namespace, which the LatencyTarget's author may not be able to read.
+    marker = "db-password-hunter2"
+    private = json.dumps([{"prompt": f"{marker} {p['prompt']}"} for p in PROMPTS])
+    chosen = two_replicas("fp8-kv-on-a100", _fp8_on_h100_gated_on_quality)
+    async with demo_run(chosen, workdir=tmp_path) as run:
+        await run.sandbox.apply(quality_configmap(run, private, {"app": "billing"}))
+        args = await run.container_args()
+        await run.sandbox.apply_latency_target()
+        status = await run.wait_for(finished, within=300)
+        final_args = await run.container_args()
+        left = await canaries(run)
+        events = await run.sandbox.list("v1", "Event", run.sandbox.namespace)
+    assert finished(status), json.dumps(status, indent=1)
+    trial = status["trials"][0]
+    assert (trial["knob"], trial["verdict"]) == ("kvCacheDtype", "Revert")
+    assert trial["reason"].startswith("quality gate could not run: ConfigMap qa in namespace")
+    assert f"not labelled {SAMPLES_LABEL}=true" in trial["reason"]
+    assert not trial.get("quality")  # no pod was asked, so nothing was scored
+    assert final_args == args
+    assert left == []
+    log = (tmp_path / "operator.log").read_text()
+    for seen in (json.dumps(status), json.dumps(events), log):
+        assert marker not in seen
 
 
 async def test_the_operator_killed_mid_canary_resumes_without_a_second_canary(

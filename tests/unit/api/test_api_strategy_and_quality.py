@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from latency_tuner.api import InvalidLatencyTarget, LatencyTarget
+from latency_tuner.api.crd import build_crd
 from latency_tuner.api.spec import QualityMetric, QualityMode, Strategy
+from latency_tuner.core.quality.samples import SAMPLES_LABEL, SAMPLES_LABEL_VALUE
 
 
 def manifest(**spec: Any) -> dict[str, Any]:
@@ -84,3 +86,9 @@ def test_a_bad_quality_gate_is_refused_naming_the_field(
     quality: dict[str, Any], field: str
 ) -> None:
     assert field in problems(quality=quality)
+
+
+def test_kubectl_explain_names_the_label_a_quality_configmap_must_carry() -> None:
+    schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    field = schema["properties"]["spec"]["properties"]["quality"]["properties"]["configMap"]
+    assert f'{SAMPLES_LABEL}: "{SAMPLES_LABEL_VALUE}"' in " ".join(field["description"].split())

@@ -1,9 +1,12 @@
 """``controller.gather`` builds a round's facts from the ports: the container under the GPU
-resource the spec names, the node's GPUs under the spec's overrides, and why a target is
-blocked. The ports are in-memory fakes (``latency_tuner.testing.cluster``)."""
+resource the spec names, the node's GPUs under the spec's overrides, why a target is blocked,
+and the quality gate's answers (none asked for when the samples are refused). The ports are
+in-memory fakes (``latency_tuner.testing.cluster``)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,12 +14,15 @@ import pytest
 
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus
-from latency_tuner.controller.gather import gather
+from latency_tuner.controller.gather import gather, quality_answers
 from latency_tuner.controller.ports import MetricsSource, NodeGpu, Ports
 from latency_tuner.core.cluster import PodFacts
+from latency_tuner.core.quality.samples import InvalidSamples, not_lent_message
 from latency_tuner.core.rollout import Blocked, Blocker, Ready
+from latency_tuner.core.rollout.facts import QualityFailure
 from latency_tuner.testing.cluster import StaticDeployments, StaticLatencyTargets, StaticNodes
 from latency_tuner.testing.metrics import ScriptedMetrics
+from latency_tuner.vllm.args import VllmCommandLine
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 MODEL = "meta-llama/Llama-3.1-70B-Instruct"
@@ -139,3 +145,40 @@ async def test_a_target_the_operator_cannot_work_on_is_blocked_and_says_why(
     assert isinstance(facts, Blocked), case
     assert facts.blocker is blocker
     assert detail in facts.detail
+
+
+class RefusingProbe:
+    """Refuses every ConfigMap, as the Kubernetes adapter refuses one without the opt-in label;
+    records every pod asked for answers."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def samples(self, *, namespace: str, name: str, key: str) -> str:
+        raise InvalidSamples(not_lent_message(namespace, name))
+
+    async def answers(
+        self, base_url: str, model: str, prompts: Sequence[str], *, max_tokens: int
+    ) -> tuple[list[str | None], list[str]]:
+        self.asked.append(base_url)
+        return [None] * len(prompts), []
+
+
+def serving(name: str, ip: str) -> PodFacts:
+    return PodFacts(name=name, node="gpu-node-1", ready=True, restarts=0, ip=ip, metrics_port=8000)
+
+
+async def test_refused_quality_samples_fail_the_gate_before_any_pod_is_asked() -> None:
+    probe = RefusingProbe()
+    p = dataclasses.replace(ports(deployment({}))[0], quality=probe)
+    gated = spec(quality={"configMap": "team-secrets", "mode": "Reference"})
+    got = await quality_answers(
+        p,
+        gated,
+        "ml",
+        VllmCommandLine.parse(None, [MODEL]),
+        [serving("llama-1", "10.0.0.1")],
+        [serving("llama-canary-1", "10.0.0.2")],
+    )
+    assert got == QualityFailure(not_lent_message("ml", "team-secrets"))
+    assert probe.asked == []

@@ -1,5 +1,6 @@
 """The quality gate's reads for the loop (``controller.ports.QualityProbe``): the tenant's
-samples from its ConfigMap, and greedy answers from a pod."""
+samples from its ConfigMap (one that opts in with ``SAMPLES_LABEL``), and greedy answers from
+a pod."""
 
 from __future__ import annotations
 

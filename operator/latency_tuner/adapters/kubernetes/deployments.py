@@ -13,7 +13,7 @@ from typing import Any
 import kubernetes
 
 from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
-from latency_tuner.controller.attribution import FIELD_MANAGER
+from latency_tuner.controller.attribution import FIELD_MANAGER, LEGACY_ANNOTATIONS
 from latency_tuner.controller.deployment import (
     DEFAULT_GPU_RESOURCE,
     DeploymentView,
@@ -70,8 +70,9 @@ class Deployments:
         annotations: Mapping[str, str] | None = None,
     ) -> DeploymentView:
         """Set the container's command/args/image/GPU limit to ``config`` and the Deployment's
-        ``annotations`` (who changed it and why), as field manager ``latency-tuner``, guarded
-        by the resourceVersion read. Raises ``Conflict`` if the Deployment changed meanwhile."""
+        ``annotations`` (who changed it and why; 0.1.0's ``LEGACY_ANNOTATIONS`` go), as field
+        manager ``latency-tuner``, guarded by the resourceVersion read. Raises ``Conflict`` if
+        the Deployment changed meanwhile."""
         ops = [
             {
                 "op": "test",
@@ -84,6 +85,7 @@ class Deployments:
                 config,
                 gpu_resource,
                 annotations or {},
+                retired=LEGACY_ANNOTATIONS if annotations else (),
             ),
         ]
         obj = await self._calls.run(

@@ -16,7 +16,7 @@ from latency_tuner.core.canary import (
     is_canary_of,
 )
 
-OWNER = Owner("latency-tuner.io/v1alpha1", "LatencyTarget", "fast", "u-1")
+OWNER = Owner("tuning.latencytuner.io/v1alpha1", "LatencyTarget", "fast", "u-1")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

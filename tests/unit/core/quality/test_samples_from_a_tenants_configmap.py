@@ -28,7 +28,7 @@ def test_reference_mode_needs_prompts_only() -> None:
 @pytest.mark.parametrize(
     ("text", "need_expected", "says"),
     [
-        ("not json", False, "not JSON"),
+        ("not json", False, r"not valid JSON \(line 1, column 1\)"),
         ("{}", False, "non-empty JSON list"),
         ("[]", False, "non-empty JSON list"),
         ('[{"prompt": ""}]', False, "sample 0: needs a non-empty string prompt"),
@@ -54,3 +54,20 @@ def test_samples_over_the_caps_are_refused_before_use() -> None:
         parse_samples(long, need_expected=False)
     with pytest.raises(InvalidSamples, match="larger than"):
         parse_samples(huge, need_expected=False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"prompt": "hunter2\\q"}]',  # an invalid escape: the decoder may quote it
+        '[{"prompt": "hunter2\\u12"}]',
+        '[{"prompt": "hunter2"}, hunter2]',
+        '{"hunter2": 1',
+        "[" * 100_000 + "hunter2",  # deeper than the decoder's recursion limit
+    ],
+)
+def test_text_that_is_not_json_is_refused_without_quoting_any_of_it(text: str) -> None:
+    with pytest.raises(InvalidSamples, match="not valid JSON") as refused:
+        parse_samples(text, need_expected=False)
+    assert "hunter2" not in str(refused.value)
+    assert "\\" not in str(refused.value)
