@@ -282,7 +282,7 @@ class Trial(StatusModel):
     """When the verdict was reached (RFC 3339)."""
     before: MetricSnapshot | None = None
     """Metrics before the change (a canary trial, once measured: the baseline pods over the
-    window that judged it, per pod)."""
+    window that judged it; rates as the whole Deployment's)."""
     after: MetricSnapshot | None = None
     """Metrics after the change (a canary trial: the canary's pod over that same window)."""
     verdict: Verdict | None = None

@@ -19,8 +19,9 @@ Per run:
   starting configuration in steady state (``worse``);
 - wrong keeps: kept changes whose configuration is not better in steady state than the one
   it replaced (the verdict was fooled by noise, drift, a cold cache or a backlog);
-- short: requests finished while fewer pods were ready than the Deployments want (a canary
-  trial takes a replica off the main Deployment before its pod is ready).
+- short: requests finished while fewer pods were ready than the Deployments want (a rollout
+  that takes an old pod down before its new one is ready; a canary trial whose main Deployment
+  gave up its replica before the canary was ready).
 
 Worse and better compare the oracle's steady states (``Steady``): the violation score first
 (sum over objectives of max(0, observed / threshold - 1)), the same within ``TOLERANCE`` of

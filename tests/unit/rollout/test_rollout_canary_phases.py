@@ -25,6 +25,7 @@ from latency_tuner.api.spec import Strategy
 from latency_tuner.api.status import Phase, Verdict
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
 from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import TrialRecord
 from latency_tuner.core.rollout import Blocked, Blocker, Ready, Reason, Windows, windows_needed
 from latency_tuner.core.rollout.canary import side_by_side as judge_arms
 from latency_tuner.core.rollout.facts import CanaryFacts, QualityAnswers, QualityFailure
@@ -489,3 +490,30 @@ def test_a_trade_between_met_targets_that_gains_nothing_overall_is_not_kept() ->
     )
     assert outcome is Outcome.NO_DIFFERENCE
     assert "costs as much as the gain" in reason
+
+
+def test_a_reverted_canary_trial_is_not_tried_again_under_the_same_load() -> None:
+    # 3 pods at 30 req/s, 12 in flight in all: each arm's pods take 10 req/s and hold 4.
+    def share(ttft: float, pods: int) -> tuple[Observation, ...]:
+        return tuple(
+            window(BEFORE, ttft={90: ttft * (1 + i / 100)}, requests=100 * pods, pods=pods,
+                   request_rate=10.0 * pods, running_mean=4.0 * pods, waiting_mean=0.0)
+            for i in range(6)
+        )  # fmt: skip
+
+    run = Run()
+    measuring(run)
+    arms = Windows(current=window(BEFORE), canary_arm=share(0.9, 1), baseline_arm=share(0.3, 2))
+    run.later(WINDOW).step(main(replicas=2, canary=canary(), windows=arms))
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.REVERT
+    assert trial.before is not None
+    assert trial.after is not None
+    # Both arms read as the whole Deployment's load, like the windows the planner compares.
+    assert (trial.before.request_rate, trial.before.concurrency) == (30.0, 12.0)
+    assert (trial.after.request_rate, trial.after.concurrency) == (30.0, 12.0)
+    whole = window(BEFORE, request_rate=30.0, running_mean=12.0, waiting_mean=0.0)
+    record = TrialRecord.from_trial(trial)
+    assert record.load is not None
+    assert record.load.comparable_to(whole.load, 0.25)

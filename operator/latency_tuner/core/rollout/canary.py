@@ -420,12 +420,14 @@ def canary_measuring(r: Round, facts: Ready) -> Decision:
     if refusal is not None:
         return _refuse(r, trial, refusal)
     outcome, reason = side_by_side(r.spec, windows.canary_arm, windows.baseline_arm)
+    base, served = _served(windows.baseline_arm), _served(windows.canary_arm)
+    pods = max((o.pods for o in base), default=0) + max((o.pods for o in served), default=1)
     measured = trial.model_copy(
         update={
             "measurements": trial.measurements + 1,
-            # Both arms over the same intervals, per pod: what the verdict compared.
-            "before": arm_snapshot(r.spec, _served(windows.baseline_arm), r.stamp) or trial.before,
-            "after": arm_snapshot(r.spec, _served(windows.canary_arm), r.stamp),
+            # Both arms over the same intervals: what the verdict compared.
+            "before": arm_snapshot(r.spec, base, r.stamp, pods_serving=pods) or trial.before,
+            "after": arm_snapshot(r.spec, served, r.stamp, pods_serving=pods),
         }
     )
     if outcome is Outcome.BETTER:

@@ -124,34 +124,41 @@ def metric_snapshot(spec: LatencyTargetSpec, obs: Observation, stamp: str) -> Me
 
 
 def arm_snapshot(
-    spec: LatencyTargetSpec, arm: Sequence[Observation], stamp: str
+    spec: LatencyTargetSpec, arm: Sequence[Observation], stamp: str, *, pods_serving: int
 ) -> MetricSnapshot | None:
-    """One arm of a canary trial over its intervals, per pod: each latency is the median of the
-    intervals' quantiles (the samples the side-by-side test compares), the rate and the load a
-    pod's mean, the requests the arm's total. None for an arm with no interval."""
+    """One arm of a canary trial over its intervals: each latency is the median of the
+    intervals' quantiles (the samples the side-by-side test compares); the request rate and the
+    requests in flight are a pod's mean times ``pods_serving`` (every pod of the trial, canary
+    included), so the snapshot reads as the whole Deployment's load, like the windows the
+    planner compares a finished trial's load with; ``requests`` is the arm's own count. None
+    for an arm with no interval."""
     if not arm:
         return None
 
-    def median(values: list[float]) -> float | None:
-        return statistics.median(values) if values else None
-
     def at(name: str) -> float | None:
         percentile = _percentile(spec, name)
-        return median([q[percentile] for o in arm if percentile in (q := getattr(o, name))])
+        values = [q[percentile] for o in arm if percentile in (q := getattr(o, name))]
+        return statistics.median(values) if values else None
 
     def mean(values: list[float | None]) -> float | None:
         present = [v for v in values if v is not None]
         return statistics.fmean(present) if present else None
 
-    held = [o.load.concurrency_mean / o.pods if o.running_mean is not None else None for o in arm]
+    per_pod_rate = statistics.fmean(o.request_rate / max(o.pods, 1) for o in arm)
+    held = mean(
+        [
+            o.load.concurrency_mean / max(o.pods, 1) if o.running_mean is not None else None
+            for o in arm
+        ]
+    )
     return MetricSnapshot(
         ttft_seconds=at("ttft"),
         itl_seconds=at("itl"),
         e2e_seconds=at("e2e"),
-        request_rate=statistics.fmean(o.request_rate / o.pods for o in arm),
+        request_rate=per_pod_rate * pods_serving,
         prompt_tokens_mean=mean([o.prompt_tokens_mean for o in arm]),
         generation_tokens_mean=mean([o.generation_tokens_mean for o in arm]),
-        concurrency=mean(held),
+        concurrency=held * pods_serving if held is not None else None,
         window=format_duration(sum(o.window_seconds for o in arm)),
         requests=sum(o.requests for o in arm),
         observed_at=stamp,
