@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from latency_tuner.api.conditions import ConditionType
-from latency_tuner.api.durations import format_timestamp
+from latency_tuner.api.durations import format_duration, format_timestamp
 from latency_tuner.api.spec import (
     LatencyTargetSpec,
     Objective,
@@ -352,7 +352,7 @@ def side_by_side(
     broken = [j for j in judged if j.breaks]
     if broken:
         over = ", ".join(
-            f"{j.what} {j.canary:.4g}s over its {j.threshold:.4g}s target"
+            f"{j.what} {format_duration(j.canary)} over its {format_duration(j.threshold)} target"
             for j in broken
             if j.canary is not None
         )
