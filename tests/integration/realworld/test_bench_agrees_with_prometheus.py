@@ -48,7 +48,9 @@ BENCH_SECONDS = 10.0
 PERCENTILES = (50, 90, 99)
 # The client's clock also counts HTTP, SSE parsing and its own scheduling on a busy 2-core
 # machine: its values may sit above the server's by this much (and a little below: rounding).
-CLIENT_LAG = (0.010, 0.15)  # seconds, share of the value; whichever is larger
+# At p99 that is one request's worst scheduling delay: a CI run measured TTFT p99 297 ms at the
+# client against 248 ms in the server's histogram (49 ms, 16%).
+CLIENT_LAG = (0.060, 0.15)  # seconds, share of the value; whichever is larger
 CLIENT_LEAD = (0.002, 0.05)
 
 
