@@ -22,14 +22,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from latency_tuner.api.conditions import ConditionType
-from latency_tuner.api.durations import format_duration, format_timestamp
-from latency_tuner.api.spec import (
-    LatencyTargetSpec,
-    Objective,
-    QualityGate,
-    QualityMetric,
-    QualityMode,
-)
+from latency_tuner.api.durations import format_timestamp
+from latency_tuner.api.spec import LatencyTargetSpec, QualityGate, QualityMetric, QualityMode
 from latency_tuner.api.status import (
     CanaryState,
     LatencyTargetStatus,
@@ -57,6 +51,7 @@ from latency_tuner.core.rollout.facts import (
 from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
 from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
 from latency_tuner.core.rollout.values import arm_snapshot, config_of
+from latency_tuner.core.score import ObjectiveScore, Score, set_objectives
 from latency_tuner.core.sidebyside import (
     ArmComparison,
     Outcome,
@@ -252,12 +247,6 @@ def _refuse(r: Round, trial: Trial, why: str, verdict: Verdict = Verdict.REVERT)
     return r.decision("canary rejected")
 
 
-def _objectives(spec: LatencyTargetSpec) -> list[tuple[str, Objective]]:
-    named = (("ttft", spec.objectives.ttft), ("itl", spec.objectives.itl))
-    more = (("e2e", spec.objectives.e2e),)
-    return [(name, o) for name, o in (*named, *more) if o is not None]
-
-
 def _samples(arm: Sequence[WindowResult], name: str, percentile: int) -> list[float]:
     values = []
     for obs in arm:
@@ -280,37 +269,35 @@ def _growth(arm: Sequence[Observation]) -> float | None:
 
 def _arrivals(arm: Sequence[Observation]) -> float:
     """Requests the arm received: those it finished plus the growth of those it holds (running
-    and waiting); a pod that falls behind finishes fewer than it is sent."""
+    and waiting); a pod that falls behind finishes fewer than it is sent. Unlike
+    ``saturation.flow``'s arrivals, never raised to the finished count: a pod draining a
+    backlog received fewer than it finished, and the balance check must see that."""
     held = sum((o.running_delta or 0.0) + (o.waiting_delta or 0.0) for o in arm)
     return max(0.0, float(sum(o.requests for o in arm)) + held)
 
 
 @dataclass(frozen=True)
 class _Judged:
-    """One objective compared across the arms, with where each arm's median stands."""
+    """One objective compared across the arms, each arm scored at its median interval."""
 
-    what: str  # e.g. "ttft p90"
     comparison: ArmComparison
-    threshold: float
-    canary: float | None  # the median of the canary's interval quantiles
-    baseline: float | None
+    canary: ObjectiveScore
+    baseline: ObjectiveScore
 
     @property
     def breaks(self) -> bool:
-        """The canary is worse on it and, at its median, over the target."""
-        return (
-            self.comparison.outcome is Outcome.WORSE
-            and self.canary is not None
-            and self.canary > self.threshold
-        )
+        """The canary is worse on it and, at its median, misses the target."""
+        return self.comparison.outcome is Outcome.WORSE and self.canary.met is False
 
 
-def _standing(judged: Sequence[_Judged], arm: str) -> tuple[float, float] | None:
-    """The arm's (violation, sum of ratios) at its medians: the rollout verdict's score."""
-    ratios = [getattr(j, arm) / j.threshold for j in judged if getattr(j, arm) is not None]
-    if len(ratios) < len(judged):
-        return None
-    return sum(max(0.0, r - 1.0) for r in ratios), sum(ratios)
+def _median(samples: Sequence[float]) -> float | None:
+    return statistics.median(samples) if samples else None
+
+
+def _standing(score: Score) -> tuple[float, float] | None:
+    """(violation, sum of ratios): the rollout verdict's order of two windows' scores."""
+    value, ratios = score.value, score.tie_break
+    return None if value is None or ratios is None else (value, ratios)
 
 
 def side_by_side(
@@ -335,28 +322,22 @@ def side_by_side(
             if not backlogs.steady:
                 return Outcome.INCONCLUSIVE, backlogs.reason
     judged = []
-    for name, objective in _objectives(spec):
+    for name, objective in set_objectives(spec.objectives):
         percentile = int(objective.percentile)
         ours, theirs = _samples(canary, name, percentile), _samples(baseline, name, percentile)
-        what = f"{name} p{percentile}"
+        threshold = objective.threshold_seconds
         judged.append(
             _Judged(
-                what,
-                compare_arms(ours, theirs, what=what),
-                objective.threshold_seconds,
-                statistics.median(ours) if ours else None,
-                statistics.median(theirs) if theirs else None,
+                compare_arms(ours, theirs, what=f"{name} p{percentile}"),
+                ObjectiveScore(name, percentile, threshold, _median(ours)),
+                ObjectiveScore(name, percentile, threshold, _median(theirs)),
             )
         )
     reasons = "; ".join(j.comparison.reason for j in judged)
     broken = [j for j in judged if j.breaks]
     if broken:
-        over = ", ".join(
-            f"{j.what} {format_duration(j.canary)} over its {format_duration(j.threshold)} target"
-            for j in broken
-            if j.canary is not None
-        )
-        return Outcome.WORSE, f"{reasons}; canary {over}"
+        over = ", ".join(j.canary.describe() for j in broken)
+        return Outcome.WORSE, f"{reasons}; canary at its medians: {over}"
     better = [
         j
         for j in judged
@@ -368,7 +349,8 @@ def side_by_side(
     ]
     traded = [j for j in judged if j.comparison.outcome is Outcome.WORSE]
     if better and traded:
-        ours_now, theirs_now = _standing(judged, "canary"), _standing(judged, "baseline")
+        ours_now = _standing(Score(tuple(j.canary for j in judged)))
+        theirs_now = _standing(Score(tuple(j.baseline for j in judged)))
         if ours_now is None or theirs_now is None or ours_now >= theirs_now:
             return Outcome.NO_DIFFERENCE, (
                 f"{reasons}; what got worse within its target costs as much as the gain "
