@@ -39,7 +39,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 NAMESPACE = "bench"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -135,13 +135,17 @@ def _request_kind(method: str, path: str, query: dict[str, str]) -> str:
 
 
 class _World:
-    def __init__(self, targets: int, window: str, cooldown: str) -> None:
+    def __init__(
+        self, targets: int, window: str, cooldown: str, shard_labels: int | None = None
+    ) -> None:
         self.targets = targets
+        self.shard_labels = shard_labels  # label mode: the shard count the labels spread over
         self.window = window
         self.cooldown = cooldown
         self.requests: collections.Counter[str] = collections.Counter()
         self.phases: dict[str, str] = {}
         self.trial_at: dict[str, float] = {}
+        self.converged_at: dict[str, float] = {}  # first time each target was Converged
         self.bumped_at: dict[str, float] = {}
         self.generation: dict[str, int] = {}
         self.pod: dict[str, str] = {}
@@ -152,6 +156,7 @@ class _World:
 
     async def serve(self, kubeconfig: Path) -> None:
         from latency_tuner.api.crd import build_crd
+        from latency_tuner.core.sharding.assignment import SHARD_LABEL
         from latency_tuner.sandbox.apiserver import ApiServer, KubeApiEmulator
 
         counts = self.requests
@@ -198,6 +203,8 @@ class _World:
                 await api.create(_deployment(name))
                 await self._roll(api, name, 1)
                 lt = _latency_target(f"lt-{i:04d}", name, self.window, self.cooldown)
+                if self.shard_labels:
+                    lt["metadata"]["labels"] = {SHARD_LABEL: str(i % self.shard_labels)}
                 await api.create(lt)
             api.write_kubeconfig(kubeconfig, namespace=NAMESPACE)
             metrics_port = await self._serve_metrics()
@@ -256,6 +263,8 @@ class _World:
             elif event.store == LT_STORE:
                 status = obj.get("status") or {}
                 self.phases[name] = str(status.get("phase"))
+                if status.get("phase") == "Converged":
+                    self.converged_at.setdefault(name, time.time())
                 for c in status.get("conditions") or []:
                     if c.get("type") == "MetricsAvailable":
                         self.metrics[name] = f"{c.get('status')} {c.get('reason')}"
@@ -287,6 +296,7 @@ class _World:
         return {
             "requests": dict(self.requests),
             "phases": dict(collections.Counter(self.phases.values())),
+            "converged_once": len(self.converged_at),
             "metrics": dict(collections.Counter(self.metrics.values())),
             "trial_at": self.trial_at,
             "bumped_at": self.bumped_at,
@@ -297,8 +307,18 @@ class _World:
 
 
 def _operator(
-    kubeconfig: str, interval: float, prometheus_url: str, shards: int = 1, shard: int = 0
+    kubeconfig: str,
+    interval: float,
+    prometheus_url: str,
+    shards: int = 1,
+    shard: int = 0,
+    trace_memory: str | None = None,
+    shard_mode: Literal["hash", "label"] = "hash",
 ) -> int:
+    if trace_memory:  # before the operator's imports, so their allocations are traced too
+        import tracemalloc
+
+        tracemalloc.start(8)
     import kopf
 
     from latency_tuner.handlers.cli import run_operator
@@ -316,8 +336,16 @@ def _operator(
         log_level="warning",
         shards=shards,
         shard_index=shard,
+        shard_mode=shard_mode,
         pod_name=f"bench-shard-{shard}",
     )
+    imports_only = _own_rss_mib()
+    # The kubernetes client loads its API classes on first use (in the operator's start-up
+    # handler): ~25 MiB that do not depend on the number of targets, so the baseline holds them.
+    import kubernetes.client
+
+    for api_class in ("AppsV1Api", "CoreV1Api", "CustomObjectsApi"):
+        getattr(kubernetes.client, api_class)
     stop, ready = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
@@ -328,13 +356,17 @@ def _operator(
             failures.append(exc)
 
     thread = threading.Thread(target=main, name="operator", daemon=True)
-    _say({"imported": True})
+    _say({"imported": True, "imports_only_rss_mib": imports_only})
     for line in sys.stdin:
         command = line.strip()
         if command == "start":
             thread.start()
-            _say({"started": ready.wait(60), "failures": [repr(f) for f in failures]})
+            # Traced allocations slow kopf's first listing down several times.
+            started = ready.wait(600 if trace_memory else 60)
+            _say({"started": started, "failures": [repr(f) for f in failures]})
         elif command == "stats":
+            if trace_memory:
+                _dump_memory(Path(trace_memory) / f"memory-shard-{shard}.txt")
             _say({"failures": [repr(f) for f in failures]})
         elif command == "stop":
             break
@@ -342,6 +374,30 @@ def _operator(
     thread.join(30)
     _say({"stopped": not thread.is_alive()})
     return 0
+
+
+def _own_rss_mib() -> float:
+    return round(int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                 / 2**20, 1)  # fmt: skip
+
+
+def _dump_memory(path: Path) -> None:
+    """The live allocations by the line that made them, and the largest by call stack."""
+    import tracemalloc
+
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    with open(path, "w") as out:
+        total = sum(s.size for s in snapshot.statistics("filename"))
+        out.write(f"traced: {total / 2**20:.1f} MiB\n\n== by line\n")
+        for stat in snapshot.statistics("lineno")[:40]:
+            out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d} {stat.traceback[0]}\n")
+        out.write("\n== by stack\n")
+        for stat in snapshot.statistics("traceback")[:25]:
+            out.write(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d}\n")
+            for line in stat.traceback.format(limit=12):
+                out.write(f"    {line}\n")
 
 
 def _say(message: dict[str, Any]) -> None:
@@ -531,6 +587,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
         "cooldown_s": cooldown,
         "scrape_interval_s": options.scrape,
         "shards": options.shards,
+        "shard_mode": options.shard_mode,
     }
     with (
         open(workdir / f"world-{n}.log", "w") as wlog,
@@ -539,7 +596,8 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
     ):
         world = _spawn(
             ["--role", "world", "--targets", str(n), "--kubeconfig", str(kubeconfig),
-             "--window", str(window), "--cooldown", str(cooldown)],
+             "--window", str(window), "--cooldown", str(cooldown),
+             "--shards", str(options.shards), "--shard-mode", options.shard_mode],
             wlog,
         )  # fmt: skip
         operator = prometheus = None
@@ -554,28 +612,45 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             operator = _Shards([
                 _spawn(["--role", "operator", "--kubeconfig", str(kubeconfig),
                         "--interval", str(interval), "--prometheus-url", prometheus.url,
-                        "--shards", str(options.shards), "--shard", str(i)], olog)
+                        "--shards", str(options.shards), "--shard", str(i),
+                        "--shard-mode", options.shard_mode]
+                       + (["--trace-memory", options.trace_memory] if options.trace_memory
+                          else []), olog)
                 for i in range(options.shards)
             ])  # fmt: skip
-            operator.read(120)
+            hellos = operator.read(120)
             time.sleep(0.5)
             base_rss, _ = operator.memory()
             result["operator_baseline_rss_mib"] = round(base_rss, 1)
+            # Before the kubernetes client's API classes were loaded (the baseline's definition
+            # until 2026-12-03): "over baseline" against this adds their ~25 MiB per process.
+            result["operator_imports_only_rss_mib"] = round(
+                sum(h["imports_only_rss_mib"] for h in hellos), 1
+            )
             result["world_rss_after_setup_mib"] = round(world.memory()[0], 1)
             started = time.monotonic()
-            answer = operator.ask("start", 90)
+            answer = operator.ask("start", 630 if options.trace_memory else 90)
             if not answer["started"]:
                 raise RuntimeError(f"the operator did not start: {answer}")
             stats: dict[str, Any] = {}
 
+            # Converged once: with the benchmark's 2 s cooldown a converged target checks
+            # again on every tick (Converged -> Observing -> Converged), so "all Converged at
+            # one instant" also needs every re-check to be done at that instant.
+            first: float | None = None
+
             def converged() -> bool:
-                nonlocal stats
+                nonlocal stats, first
                 stats = world.ask("stats")
+                if first is None and stats["converged_once"] >= n:
+                    first = time.monotonic() - started
                 return int(stats["phases"].get("Converged", 0)) >= n
 
             ok = _wait(converged, options.converge_timeout)
             result["all_converged"] = ok
             result["time_to_converge_all_s"] = round(time.monotonic() - started, 1)
+            result["converged_once"] = stats["converged_once"]
+            result["time_until_each_converged_once_s"] = round(first, 1) if first else None
             result["phases_at_converge"] = stats["phases"]
             result["metrics_available_at_converge"] = stats["metrics"]
             result["operator_rss_converged_mib"] = round(operator.memory()[0], 1)
@@ -593,7 +668,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             _wait(steady_enough, options.max_steady)
             t1, c1, w1, m1 = time.monotonic(), operator.cpu(), world.cpu(), _machine_busy()
             p1, q1 = prometheus.proc.cpu(), prometheus.queries()
-            s1, o1 = world.ask("stats"), operator.ask("stats")
+            s1, o1 = world.ask("stats"), operator.ask("stats", 900 if options.trace_memory else 60)
             reconciles = _reconciles(s1) - r0
             cycles = reconciles / n
             rss, peak = operator.memory()
@@ -624,6 +699,9 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 operator_rss_mib=round(rss, 1),
                 operator_peak_rss_mib=round(peak, 1),
                 operator_rss_over_baseline_mib=round(rss - base_rss, 1),
+                operator_rss_over_imports_only_mib=round(
+                    rss - result["operator_imports_only_rss_mib"], 1
+                ),
                 operator_rss_ratio=round(rss / base_rss, 2),
                 operator_rss_per_target_kib=round(1024 * (rss - base_rss) / n, 1),
                 operator_rss_per_shard_mib=operator.rss_each(),
@@ -698,6 +776,7 @@ ROWS = [
     ("operator shards (one process each; CPU and RSS summed over them)", "shards"),
     ("operator RSS per shard, steady state [MiB]", "operator_rss_per_shard_mib"),
     ("time until all Converged [s]", "time_to_converge_all_s"),
+    ("time until each target had been Converged once [s]", "time_until_each_converged_once_s"),
     ("operator RSS before start (baseline) [MiB]", "operator_baseline_rss_mib"),
     ("operator RSS, steady state [MiB]", "operator_rss_mib"),
     ("  over baseline [MiB]", "operator_rss_over_baseline_mib"),
@@ -765,7 +844,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--breach-timeout", type=float, default=150.0)
     p.add_argument("--workdir", help="keep kubeconfigs and logs here (default: a temp dir)")
     p.add_argument("--shards", type=int, default=1, help="operator shards (processes)")
+    p.add_argument("--trace-memory", metavar="DIR",
+                   help="trace the operator's allocations (slow) and write its largest live "
+                        "ones to DIR/memory-shard-N.txt at each stats read")  # fmt: skip
     p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--shard-mode", choices=["hash", "label"], default="hash",
+                   help="hash of namespace/name, or a latencytuner.io/shard label on each target "
+                        "(round robin), whose watch the API server filters")  # fmt: skip
     p.add_argument("--role", choices=["bench", "world", "operator"], default="bench",
                    help=argparse.SUPPRESS)  # fmt: skip
     p.add_argument("--kubeconfig", help=argparse.SUPPRESS)
@@ -773,7 +858,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = p.parse_args(list(argv) if argv is not None else None)
     if options.role == "world":
         window, cooldown = f"{options.window * 1000:.0f}ms", f"{options.cooldown * 1000:.0f}ms"
-        world = _World(options.targets[0], window, cooldown)
+        labels = options.shards if options.shard_mode == "label" and options.shards > 1 else None
+        world = _World(options.targets[0], window, cooldown, labels)
         asyncio.run(world.serve(Path(options.kubeconfig)))
         return 0
     if options.role == "operator":
@@ -783,6 +869,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.prometheus_url,
             options.shards,
             options.shard,
+            options.trace_memory,
+            options.shard_mode,
         )
     results = []
     with contextlib.ExitStack() as stack:

@@ -87,7 +87,7 @@ class Reconciler:
         spec = target.spec
         owner = owner_of(fresh) if self.ports.canaries is not None else None
         facts: Facts | None = None
-        now, seen = self.ports.clock(), status
+        now, seen, written = self.ports.clock(), status, status
         for _ in range(MAX_STEPS):
             if facts is None or not reusable(spec, seen, status, now):
                 now = self.ports.clock()
@@ -98,12 +98,17 @@ class Reconciler:
             decision = decide(spec, generation, status, facts, now)
             outcome.reasons.append(decision.reason)
             outcome.transitions.extend(decision.transitions)
-            if decision.status != status:
-                await self.ports.latencytargets.write_status(
-                    namespace=namespace, name=name, status=decision.status
-                )
             outcome.notes.extend(decision.notes)
             outcome.status = status = decision.status
+            # The status is our memory: written before any change to the world. Steps that
+            # only decide (a re-check: Converged -> Observing -> Converged) are written once,
+            # at the end; were we stopped between them, the next round decides them again.
+            acts = decision.apply is not None or (decision.canary is not None and owner is not None)
+            if status != written and (acts or not decision.again):
+                await self.ports.latencytargets.write_status(
+                    namespace=namespace, name=name, status=status
+                )
+                written = status
             seen_facts = facts
             if decision.apply is not None:
                 if not await self._apply(
@@ -117,6 +122,11 @@ class Reconciler:
                 facts = None
             if not decision.again:
                 break
+        else:  # MAX_STEPS decisions in a row, none of them acting
+            if status != written:
+                await self.ports.latencytargets.write_status(
+                    namespace=namespace, name=name, status=status
+                )
         return outcome
 
     async def _invalid_spec(

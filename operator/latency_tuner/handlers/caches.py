@@ -36,9 +36,17 @@ def register(registry: kopf.OperatorRegistry) -> None:
     def deployment_index(
         namespace: str | None, name: str | None, body: kopf.Body, **_: Any
     ) -> dict[tuple[str | None, str | None], dict[str, Any]]:
-        # kopf builds a new body per watch event and never changes an old one: a shallow
-        # copy holds it as it was.
-        return {(namespace, name): dict(body)}
+        return {(namespace, name): indexed(body)}
+
+
+def indexed(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The Deployment as the index holds it: without ``managedFields``, which the API server
+    writes on every object, nobody here reads, and which is often the larger part of a
+    Deployment. kopf builds a new body per watch event and never changes an old one, so the
+    rest is shared with it, not copied. (The annotations stay whole: a patch built from this
+    view adds to them, and an empty map would be replaced.)"""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    return {**body, "metadata": meta}
 
 
 class IndexedDeployments:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import kopf
 
 from latency_tuner.controller.ports import MetricsFor
+from latency_tuner.handlers import kopf_readiness
 from latency_tuner.handlers.operator import build_registry
 from latency_tuner.settings import OperatorSettings, SettingsError, parse_settings
 
@@ -59,6 +60,7 @@ async def run_operator(
     metrics_for: MetricsFor | None = None,
 ) -> None:
     """The operator as a coroutine (tests and the demo run it in-process)."""
+    kopf_readiness.install()
     kwargs = run_kwargs(settings, metrics_for=metrics_for)
     await kopf.operator(stop_flag=stop_flag, ready_flag=ready_flag, **kwargs)  # type: ignore[arg-type]
 
@@ -70,5 +72,6 @@ def main(argv: Sequence[str]) -> int:
     except SettingsError as exc:
         print(f"latency-tuner run: {exc}", file=sys.stderr)
         return 2
+    kopf_readiness.install()
     kopf.run(**run_kwargs(settings))  # type: ignore[arg-type]
     return 0

@@ -61,6 +61,7 @@ from latency_tuner.handlers import caches
 from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
 from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
 from latency_tuner.handlers.sharding import ShardGate, interested
+from latency_tuner.handlers.slots import ReconcileSlots, origin_of
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -115,6 +116,7 @@ def build_registry(
         memo.metrics = metrics
         memo.scrape = scrape
         memo.locks = defaultdict(asyncio.Lock)
+        memo.slots = ReconcileSlots()
         memo.deployments = Deployments(api_client)
         memo.indexed = IndexedDeployments(memo.deployments)
         memo.latencytargets = LatencyTargets(api_client)
@@ -326,7 +328,7 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     """``claims``: the kopf index of targets by (namespace, Deployment)."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     metrics: OperatorMetrics = memo.metrics
-    async with memo.locks[(namespace, name)]:
+    async with memo.locks[(namespace, name)], memo.slots.slot(origin_of(body.get("spec") or {})):
         try:
             if not await memo.gate.may_act(body):
                 return  # another shard's target, or its claim is still live

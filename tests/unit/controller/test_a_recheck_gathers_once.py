@@ -1,6 +1,7 @@
 """A re-check after the cooldown decides on the facts the reconcile already gathered: one
-Deployment read, one node read and one metrics window, not two of each. The ports are
-in-memory fakes (``latency_tuner.testing``)."""
+Deployment read, one node read and one metrics window, not two of each, and one status write
+for its two steps; targets met again post no second TargetsMet Event. The ports are in-memory
+fakes (``latency_tuner.testing``)."""
 
 from __future__ import annotations
 
@@ -32,30 +33,78 @@ class CountingDeployments(StaticDeployments):
         return await super().get(namespace=namespace, name=name)
 
 
-async def test_a_recheck_after_the_cooldown_reads_the_world_once() -> None:
-    target = {
+def converged_target(conditions: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "metadata": {"name": "lt", "namespace": "ml", "generation": 1,
                      "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {"targetRef": {"name": "llama", "container": "vllm"},
                  "objectives": {"ttft": {"percentile": 90, "threshold": "500ms"}},
                  "evaluation": {"window": "60s", "cooldown": "5m"}},
         "status": {"phase": "Converged", "phaseSince": "2026-12-02T11:00:00Z",
-                   "observedGeneration": 1},
+                   "stableSince": "2026-12-02T10:00:00Z", "observedGeneration": 1,
+                   "conditions": conditions},
     }  # fmt: skip
-    deployments = CountingDeployments(
-        {"llama": DEPLOYMENT},
-        {"llama": (PodFacts(name="llama-1-a", node="gpu-1", ready=True, restarts=0),)},
-    )
+
+
+def ports_for(
+    target: dict[str, Any], deployments: StaticDeployments, script: ScriptedMetrics
+) -> tuple[Ports, StaticNodes, StaticLatencyTargets]:
     nodes = StaticNodes({"gpu-1": NodeGpu("gpu-1", "NVIDIA-H100-80GB-HBM3", 8, "NVLink")})
-    script = ScriptedMetrics(lambda *_: queueing_signals(0.3, running_mean=4, running_max=6))
+    targets = StaticLatencyTargets([target])
     ports = Ports(
         deployments=deployments,
-        latencytargets=StaticLatencyTargets([target]),
+        latencytargets=targets,
         metrics_for=script.metrics_for,
         nodes=nodes,
         clock=lambda: NOW,
     )
+    return ports, nodes, targets
+
+
+def met_window() -> ScriptedMetrics:
+    return ScriptedMetrics(lambda *_: queueing_signals(0.3, running_mean=4, running_max=6))
+
+
+def pods() -> dict[str, tuple[PodFacts, ...]]:
+    return {"llama": (PodFacts(name="llama-1-a", node="gpu-1", ready=True, restarts=0),)}
+
+
+async def test_a_recheck_after_the_cooldown_reads_the_world_once() -> None:
+    target = converged_target([])
+    deployments = CountingDeployments({"llama": DEPLOYMENT}, pods())
+    script = met_window()
+    ports, nodes, targets = ports_for(target, deployments, script)
     outcome = await Reconciler(ports).run(target, claims=[("2026-01-01T00:00:00Z", "lt")])
     assert outcome.reasons[0] == "cooldown over: checking again"
     assert len(outcome.reasons) >= 2  # and the check itself, on the same facts
     assert (deployments.reads, nodes.reads, script.observe_calls) == (1, 1, 1)
+    assert len(targets.written) == 1  # Converged -> Observing -> Converged: one write
+    assert targets.written[0].phase.value == "Converged"
+
+
+async def test_targets_met_again_at_a_recheck_post_no_second_targets_met_event() -> None:
+    met = {"type": "TargetsMet", "status": "True", "reason": "TargetsMet", "message": "met",
+           "lastTransitionTime": "2026-12-02T11:00:00Z", "observedGeneration": 1}  # fmt: skip
+    target = converged_target([met])
+    ports, _, _ = ports_for(
+        target, CountingDeployments({"llama": DEPLOYMENT}, pods()), met_window()
+    )
+    outcome = await Reconciler(ports).run(target, claims=[("2026-01-01T00:00:00Z", "lt")])
+    assert outcome.status is not None
+    assert outcome.status.phase.value == "Converged"
+    assert "TargetsMet" not in [n.reason for n in outcome.notes]
+
+
+async def test_targets_met_that_were_missed_before_post_a_targets_met_event() -> None:
+    missed = {"type": "TargetsMet", "status": "False", "reason": "TargetsMissed",
+              "message": "missed", "lastTransitionTime": "2026-12-02T11:00:00Z",
+              "observedGeneration": 1}  # fmt: skip
+    target = converged_target([missed])
+    target["status"]["phase"] = "Observing"
+    ports, _, _ = ports_for(
+        target, CountingDeployments({"llama": DEPLOYMENT}, pods()), met_window()
+    )
+    outcome = await Reconciler(ports).run(target, claims=[("2026-01-01T00:00:00Z", "lt")])
+    assert outcome.status is not None
+    assert outcome.status.phase.value == "Converged"
+    assert "TargetsMet" in [n.reason for n in outcome.notes]

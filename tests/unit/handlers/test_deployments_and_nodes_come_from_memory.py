@@ -10,7 +10,7 @@ from typing import Any
 from latency_tuner.controller.deployment import DeploymentView
 from latency_tuner.controller.ports import NodeGpu
 from latency_tuner.core.cluster import ContainerConfig
-from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
+from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments, indexed
 from latency_tuner.testing.cluster import StaticDeployments, StaticNodes
 
 ARGS = ["meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "16"]
@@ -85,3 +85,16 @@ async def test_a_nodes_gpu_labels_are_read_once_per_ttl() -> None:
     now[0] = 301.0
     await nodes.gpus(["gpu-1"])
     assert api.reads == 2
+
+
+def test_the_index_holds_a_deployment_without_its_managed_fields_and_leaves_the_body_alone() -> (
+    None
+):
+    body = deployment("7", ARGS)
+    body["metadata"]["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}"}
+    held = indexed(body)
+    assert "managedFields" not in held["metadata"]
+    assert held["metadata"]["annotations"] == body["metadata"]["annotations"]
+    assert held["spec"] == body["spec"]
+    assert "managedFields" in body["metadata"]  # kopf's body is not changed

@@ -72,10 +72,15 @@ def observing(r: Round, facts: Ready) -> Decision:
     r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
     result = score(obs, r.spec.objectives)
     if result.met:
+        # A re-check after the cooldown finds them met again: no Event for that, only for
+        # targets met that were not (or not known to be) before.
+        was_met = any(
+            c.type == ConditionType.TARGETS_MET and c.status == "True" for c in r.status.conditions
+        )
         r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
         r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
         r.update(recommendation=None, near_miss_at=None)
-        if r.status.phase is not Phase.CONVERGED:
+        if r.status.phase is not Phase.CONVERGED and not was_met:
             r.note(Reason.TARGETS_MET, result.describe())
         r.phase(Phase.CONVERGED)
         return r.decision("targets met")
