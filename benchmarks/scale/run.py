@@ -339,7 +339,7 @@ def _operator(
         shard_mode=shard_mode,
         pod_name=f"bench-shard-{shard}",
     )
-    imports_only = _own_rss_mib()
+    imports_only = round(_memory_of("self")[0], 1)
     # The kubernetes client loads its API classes on first use (in the operator's start-up
     # handler): ~25 MiB that do not depend on the number of targets, so the baseline holds them.
     import kubernetes.client
@@ -376,9 +376,14 @@ def _operator(
     return 0
 
 
-def _own_rss_mib() -> float:
-    return round(int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-                 / 2**20, 1)  # fmt: skip
+def _memory_of(pid: int | str) -> tuple[float, float]:
+    """(RSS, peak RSS) in MiB of a process ("self" for this one), from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(value.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
 
 
 def _dump_memory(path: Path) -> None:
@@ -437,12 +442,7 @@ class _Proc:
 
     def memory(self) -> tuple[float, float]:
         """(RSS, peak RSS) in MiB."""
-        values = {}
-        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(value.split()[0]) / 1024
-        return values["VmRSS"], values["VmHWM"]
+        return _memory_of(self.popen.pid)
 
 
 @dataclass

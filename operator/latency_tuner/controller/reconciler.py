@@ -103,7 +103,8 @@ class Reconciler:
             # The status is our memory: written before any change to the world. Steps that
             # only decide (a re-check: Converged -> Observing -> Converged) are written once,
             # at the end; were we stopped between them, the next round decides them again.
-            acts = decision.apply is not None or (decision.canary is not None and owner is not None)
+            moves_canary = decision.canary is not None and owner is not None
+            acts = decision.apply is not None or moves_canary
             if status != written and (acts or not decision.again):
                 await self.ports.latencytargets.write_status(
                     namespace=namespace, name=name, status=status
@@ -116,7 +117,8 @@ class Reconciler:
                 ):
                     break
                 facts = None  # the world changed: gather again
-            if decision.canary is not None and owner is not None:
+            if moves_canary:
+                assert owner is not None
                 if not await self._canary(decision, spec, seen_facts, outcome, owner, generation):
                     break
                 facts = None

@@ -61,7 +61,7 @@ from latency_tuner.handlers import caches
 from latency_tuner.handlers.caches import CachedNodes, IndexedDeployments
 from latency_tuner.handlers.condition_events import ConditionWarning, condition_warnings
 from latency_tuner.handlers.sharding import ShardGate, interested
-from latency_tuner.handlers.slots import ReconcileSlots, origin_of
+from latency_tuner.handlers.slots import ReconcileSlots, slot_key
 from latency_tuner.settings import OperatorSettings
 from latency_tuner.telemetry import OperatorMetrics
 
@@ -328,7 +328,8 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     """``claims``: the kopf index of targets by (namespace, Deployment)."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     metrics: OperatorMetrics = memo.metrics
-    async with memo.locks[(namespace, name)], memo.slots.slot(origin_of(body.get("spec") or {})):
+    key = slot_key(namespace, name, body.get("spec") or {}, scraped=memo.get("scrape") is not None)
+    async with memo.locks[(namespace, name)], memo.slots.slot(key):
         try:
             if not await memo.gate.may_act(body):
                 return  # another shard's target, or its claim is still live

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from latency_tuner.api.conditions import ConditionType
+from latency_tuner.api.conditions import ConditionType, is_condition_true
 from latency_tuner.api.durations import format_duration, format_timestamp
 from latency_tuner.api.spec import Mode, Strategy
 from latency_tuner.api.status import (
@@ -74,9 +74,7 @@ def observing(r: Round, facts: Ready) -> Decision:
     if result.met:
         # A re-check after the cooldown finds them met again: no Event for that, only for
         # targets met that were not (or not known to be) before.
-        was_met = any(
-            c.type == ConditionType.TARGETS_MET and c.status == "True" for c in r.status.conditions
-        )
+        was_met = is_condition_true(r.status.conditions, ConditionType.TARGETS_MET)
         r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
         r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
         r.update(recommendation=None, near_miss_at=None)
