@@ -260,6 +260,41 @@ class AppliedStrategy(StatusModel):
     """Why: the spec names it, or the Deployment's replica count chose it."""
 
 
+class Prediction(StatusModel):
+    """What the planner expected a trial to do to one objective it aimed at, and what the
+    trial's windows then showed. The expectation is the knob's prior effect size for the
+    diagnosed bottleneck (the bottleneck table of published effect sizes), not yet a model
+    calibrated on this deployment; recording it is how its error is known."""
+
+    objective: Literal["ttft", "itl", "e2e"]
+    """The objective, read at its percentile like the trial's snapshots."""
+    expected_change: float = Field(ge=-1)
+    """Expected relative change of that latency: -0.3 is 30% lower."""
+    expected_seconds: float | None = Field(default=None, ge=0)
+    """The window before the trial times (1 + expectedChange); null if it had no value."""
+    measured_change: float | None = Field(default=None, ge=-1)
+    """after / before - 1 over the windows that judged the trial; null until measured."""
+    error: float | None = None
+    """measuredChange - expectedChange: negative is better than expected."""
+
+    def describe(self) -> str:
+        """ "TTFT expected -30%, measured -55%"."""
+        text = f"{self.objective.upper()} expected {self.expected_change:+.0%}"
+        if self.measured_change is not None:
+            text += f", measured {self.measured_change:+.0%}"
+        return text
+
+    @field_validator("expected_change", "measured_change", "error", mode="after")
+    @classmethod
+    def _to_three_decimals(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    @field_validator("expected_seconds", mode="after")
+    @classmethod
+    def _to_the_microsecond(cls, value: float | None) -> float | None:
+        return None if value is None else round(value, 6)
+
+
 class Trial(StatusModel):
     """One change tried: what, from which value to which, measured how, and the verdict."""
 
@@ -308,6 +343,8 @@ class Trial(StatusModel):
     """The trial's canary, with strategy Canary."""
     quality: QualityScore | None = None
     """The quality gate's result, for a lossy change with spec.quality set."""
+    predictions: list[Prediction] = Field(default_factory=list, max_length=3)
+    """Per objective the change aimed at: the expected and the measured effect."""
 
 
 class IncompatibleValue(StatusModel):

@@ -258,10 +258,7 @@ def _report(args: argparse.Namespace) -> int:
         print(f"(only the {len(keep)} scenarios run in every world: {len(worlds)} worlds)")
         results = [r for r in results if r.scenario in keep]
     print()
-    print(report.table(report.all_stats(results, methods, budget), budget))
-    if args.details:
-        print()
-        print(report.per_scenario(results, methods))
+    print(report.text(results, methods, budget, details=args.details))
     if args.plot is not None:
         report.plot(results, methods, budget, args.plot)
     return 0
@@ -341,10 +338,7 @@ def main(argv: list[str]) -> int:
     else:
         print(f"{meta['command']}  ({meta['date']}; {len(scenarios)} scenarios, {len(jobs)} runs, "
               f"{elapsed:.0f} s on {args.jobs} processes)\n")  # fmt: skip
-        print(report.table(stats, args.budget))
-        if args.details:
-            print()
-            print(report.per_scenario(results, methods))
+        print(report.text(results, methods, args.budget, details=args.details))
     if args.json_out is not None:
         args.json_out.write_text(report.to_json(results, stats, meta) + "\n")
     if args.plot is not None:

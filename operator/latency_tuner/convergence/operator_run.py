@@ -69,6 +69,8 @@ class RunResult:
     served: list[tuple[ContainerConfig, int]] = field(default_factory=list)  # N replicas only
     short: int = 0  # requests finished while fewer pods were ready than wanted (N replicas)
     templates: list[ContainerConfig] = field(default_factory=list)  # main's, each (N replicas)
+    # (objective, expected change, measured change) of every finished trial's predictions
+    predictions: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ async def _run(
     windows: list[tuple[float, float]] = []
     kept: list[tuple[ContainerConfig, ContainerConfig]] = []
     changes: dict[int, tuple[ContainerConfig, ContainerConfig]] = {}  # trial id -> from, to
+    predictions: list[tuple[str, float, float]] = []
 
     def canaries() -> int:
         return dep.canary_rollouts if isinstance(dep, ReplicatedDeployment) else 0
@@ -134,7 +137,7 @@ async def _run(
     def result(success: bool, gave_up: bool, seconds: float, reason: str) -> RunResult:
         out = RunResult(method, success, rollouts + canaries(), targets.status.trial_count,
                         gave_up, dep.container, seconds, reason, history, windows,
-                        kept=kept)  # fmt: skip
+                        kept=kept, predictions=predictions)  # fmt: skip
         if isinstance(dep, ReplicatedDeployment):
             out.canaries, out.served, out.short = canaries(), dep.served(), dep.service.short
             out.templates = list(dep.template_history)
@@ -153,7 +156,12 @@ async def _run(
                 seen_trials.add(trial.id)
                 verdict = trial.verdict.value if trial.verdict else "?"
                 change = f"{trial.knob} {trial.from_value} -> {trial.to_value}"
-                history.append(f"{change}: {verdict} ({trial.reason})")
+                expected = "; ".join(p.describe() for p in trial.predictions)
+                history.append(f"{change}: {verdict} ({trial.reason})"
+                               + (f" [{expected}]" if expected else ""))  # fmt: skip
+                predictions += [(p.objective, p.expected_change, p.measured_change)
+                                for p in trial.predictions
+                                if p.measured_change is not None]  # fmt: skip
                 if trial.measure_started_at is not None:
                     windows.append((_virtual(trial.started_at), _virtual(trial.measure_started_at)))
                 if trial.verdict is Verdict.KEEP and trial.id in changes:

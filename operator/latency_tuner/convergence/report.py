@@ -187,6 +187,46 @@ def table(stats: Sequence[MethodStats], budget: int) -> str:
     return "\n".join(lines)
 
 
+def predictions(results: Sequence[JobResult], methods: Sequence[str]) -> str:
+    """Per world and method whose trials record predictions (the operator's), how the expected
+    relative change of each aimed-at objective compared with the measured one; "" if none.
+    Right direction: the measured change has the expected sign (lower when a gain was expected)."""
+    lines = []
+    for world in sorted({r.world for r in results}):
+        for method in methods:
+            found = [p for r in results if r.world == world and method in r.outcomes
+                     for p in r.outcomes[method].predictions]  # fmt: skip
+            if not found:
+                continue
+            expected = [e for _, e, _ in found]
+            measured = [m for _, _, m in found]
+            errors = [abs(m - e) for _, e, m in found]
+            right = sum(1 for _, e, m in found if (m < 0) == (e < 0))
+            lines.append(
+                f"| {world} | {method} | {len(found)} | {_num(percentile(expected, 50), '{:+.0%}')}"
+                f" | {_num(percentile(measured, 50), '{:+.0%}')} | "
+                f"{_num(percentile(errors, 50), '{:.0%}')} | {_share(right, len(found))} |"
+            )
+    if not lines:
+        return ""
+    head = (
+        "| world | method | trial predictions | median expected change | median measured change "
+        "| median error (points) | right direction |"
+    )
+    return "\n".join([head, "|" + "---|" * 7, *lines])
+
+
+def text(
+    results: Sequence[JobResult], methods: Sequence[str], budget: int, *, details: bool
+) -> str:
+    """What the CLI prints: the table, the predictions, and with ``details`` one line per run."""
+    parts = [table(all_stats(results, methods, budget), budget)]
+    for part in (predictions(results, methods), per_scenario(results, methods) if details else ""):
+        if part:
+            parts.append(part)
+    return "\n\n".join(parts)
+
+
 def per_scenario(results: Sequence[JobResult], methods: Sequence[str]) -> str:
     """One line per job: feasibility and each method's rollouts (* = success)."""
     width = max((len(r.scenario) for r in results), default=10)
@@ -243,7 +283,9 @@ def load_json(path: Path) -> tuple[list[JobResult], dict[str, Any]]:
     for job in body["jobs"]:
         outcomes = {
             name: MethodOutcome(**{**o, "history": tuple(o.get("history", ())),
-                                   "final_objective": _inf(o["final_objective"])})
+                                   "final_objective": _inf(o["final_objective"]),
+                                   "predictions": tuple(tuple(p)
+                                                        for p in o.get("predictions", ()))})
             for name, o in job["outcomes"].items()
         }  # fmt: skip
         by_class = {k: tuple(v) for k, v in job.get("by_class", {}).items()}

@@ -44,6 +44,8 @@ class MethodOutcome:
     reason: str
     history: tuple[str, ...] = ()
     final_class: str | None = None  # safe, lossy, costly: what the final configuration changed
+    # (objective, expected change, measured change) per prediction of its finished trials
+    predictions: tuple[tuple[str, float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def run_job(job: Job) -> JobResult:
         outcomes[run.method] = MethodOutcome(
             run.method, run.success, run.rollouts, run.trials, run.gave_up, run.seconds,
             q.objective, q.gpus, q.meets, run.reason, tuple(run.history),
-            cls.value,
+            cls.value, tuple(run.predictions),
         )  # fmt: skip
     by_class = {c.value: (b.point.label(), b.objective, b.gpus) for c, b in best.by_class.items()}
     return JobResult(

@@ -32,6 +32,7 @@ from latency_tuner.core.knobs.table import (
 )
 from latency_tuner.core.load import KV_FULL, Load
 from latency_tuner.core.observation import Observation
+from latency_tuner.core.score import ObjectiveName
 from latency_tuner.vllm.args import VllmCommandLine
 
 __all__ = ["KV_FULL", "Candidate", "Load", "Ranking", "rank"]
@@ -51,6 +52,8 @@ class Candidate:
     why: str
     finding: Finding | None = None  # the deployment problem this candidate fixes, if any
     variant: QuantizationVariant | None = None
+    # Per objective it was pulled for, the prior gain there (merged candidates keep each).
+    expected: tuple[tuple[ObjectiveName, float], ...] = ()
 
     @property
     def fixes_finding(self) -> bool:
@@ -106,6 +109,7 @@ def rank(
                         why=pull.why + (f"; {option.note}" if option.note else ""),
                         finding=_FINDING_OF.get(pull.knob),
                         variant=option.variant,
+                        expected=((cause.objective, option.gain),),
                     )
                 )
     merged = _merge(_settle_conflicts(found, causes))
@@ -211,5 +215,16 @@ def _merge(found: list[Candidate]) -> list[Candidate]:
             gain=max(first.gain, c.gain),
             score_gain=first.score_gain + c.score_gain,
             why=first.why if c.why in first.why else f"{first.why}; {c.why}",
+            expected=_merged_gains(first.expected, c.expected),
         )
     return list(merged.values())
+
+
+def _merged_gains(
+    a: tuple[tuple[ObjectiveName, float], ...], b: tuple[tuple[ObjectiveName, float], ...]
+) -> tuple[tuple[ObjectiveName, float], ...]:
+    """Per objective the larger prior, in the order the objectives first appear."""
+    gains: dict[ObjectiveName, float] = {}
+    for objective, gain in (*a, *b):
+        gains[objective] = max(gain, gains.get(objective, gain))
+    return tuple(gains.items())

@@ -326,6 +326,7 @@ def _change(
         reason=reason,
         from_effective=from_effective,
         variant=best.variant,
+        expected=best.expected,
     )
 
 

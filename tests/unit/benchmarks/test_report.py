@@ -12,6 +12,7 @@ from latency_tuner.convergence.report import (
     load_json,
     method_stats,
     percentile,
+    predictions,
     rollouts_to_success,
     table,
     to_json,
@@ -113,3 +114,23 @@ def test_a_success_on_a_costlier_class_than_needed_is_not_within_reach_of_the_re
     grid = method_stats(results, "grid", "all", budget=12)
     assert (op.successes, op.preferred_class, op.within_gap) == (1, 0, 0)
     assert (grid.successes, grid.preferred_class, grid.within_gap) == (1, 1, 1)
+
+
+def test_trial_predictions_are_summed_up_per_method_and_survive_a_reload(tmp_path: Path) -> None:
+    predicted = replace(
+        outcome("operator", True, 2),
+        # expected -30% got -50%; expected -20% got +10% (the wrong way)
+        predictions=(("ttft", -0.3, -0.5), ("itl", -0.2, 0.1)),
+    )
+    results = [job("a", True, predicted, outcome("grid", True, 3))]
+    text = predictions(results, ["operator", "grid"])
+    assert text.splitlines()[2] == "| matched | operator | 2 | -25% | -20% | 25% | 1/2 (50%) |"
+    assert "grid" not in text  # searches make no predictions
+    path = tmp_path / "run.json"
+    path.write_text(to_json(results, [], {}))
+    reloaded, _ = load_json(path)
+    assert reloaded[0].outcomes["operator"].predictions == predicted.predictions
+
+
+def test_a_run_without_predictions_prints_no_prediction_table() -> None:
+    assert predictions(RESULTS, ["operator", "grid"]) == ""

@@ -33,6 +33,7 @@ from latency_tuner.core.config_view import ConfigView
 from latency_tuner.core.evidence import Bottleneck, Cause, Evidence, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.load import Load
+from latency_tuner.core.score import ObjectiveName
 from latency_tuner.vllm.args import VllmCommandLine
 
 
@@ -137,6 +138,9 @@ class Change:
     reason: str
     from_effective: str = ""
     variant: QuantizationVariant | None = None
+    # Per objective the change aims at: the prior relative latency reduction expected there
+    # (what the trial's predictions record and its windows then score).
+    expected: tuple[tuple[ObjectiveName, float], ...] = ()
     # Flags that belong to this change and are set with it: (vLLM flag, value). Enabling
     # chunked prefill sets the chunk budget too, since chunking with the budget vLLM keeps
     # from the unchunked setting (>= max-model-len) splits nothing.

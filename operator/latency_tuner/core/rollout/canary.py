@@ -50,7 +50,7 @@ from latency_tuner.core.rollout.facts import (
 )
 from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
 from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
-from latency_tuner.core.rollout.values import arm_snapshot, config_of
+from latency_tuner.core.rollout.values import arm_snapshot, config_of, scored
 from latency_tuner.core.score import ObjectiveScore, Score, set_objectives
 from latency_tuner.core.sidebyside import (
     ArmComparison,
@@ -404,13 +404,15 @@ def canary_measuring(r: Round, facts: Ready) -> Decision:
     outcome, reason = side_by_side(r.spec, windows.canary_arm, windows.baseline_arm)
     base, served = _served(windows.baseline_arm), _served(windows.canary_arm)
     pods = max((o.pods for o in base), default=0) + max((o.pods for o in served), default=1)
-    measured = trial.model_copy(
-        update={
-            "measurements": trial.measurements + 1,
-            # Both arms over the same intervals: what the verdict compared.
-            "before": arm_snapshot(r.spec, base, r.stamp, pods_serving=pods) or trial.before,
-            "after": arm_snapshot(r.spec, served, r.stamp, pods_serving=pods),
-        }
+    measured = scored(
+        trial.model_copy(
+            update={
+                "measurements": trial.measurements + 1,
+                # Both arms over the same intervals: what the verdict compared.
+                "before": arm_snapshot(r.spec, base, r.stamp, pods_serving=pods) or trial.before,
+                "after": arm_snapshot(r.spec, served, r.stamp, pods_serving=pods),
+            }
+        )
     )
     if outcome is Outcome.BETTER:
         kept = measured.model_copy(update={"verdict": Verdict.KEEP, "reason": reason})

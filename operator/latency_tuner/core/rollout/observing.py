@@ -31,6 +31,7 @@ from latency_tuner.core.rollout.values import (
     container_snapshot,
     diagnosis_status,
     metric_snapshot,
+    predictions,
     target_container,
 )
 from latency_tuner.core.score import Score, score
@@ -216,13 +217,15 @@ def _start_trial(
     )
     applied = knob_catalog.apply(change, cl)
     next_id = max([t.id for t in r.status.trials] + [r.status.trial_count, 0]) + 1
+    before = metric_snapshot(r.spec, obs, r.stamp)
     trial = Trial(
         id=next_id,
         knob=change.knob.value,
         from_value=change.from_value,
         to_value=change.to_value,
         started_at=r.stamp,
-        before=metric_snapshot(r.spec, obs, r.stamp),
+        before=before,
+        predictions=predictions(change, before),
         config_hash=config_hash(applied.command_line),
         previous_config_hash=config_hash(cl),
         from_container=container_snapshot(container),

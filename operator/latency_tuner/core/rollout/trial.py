@@ -13,7 +13,7 @@ from latency_tuner.core.planner import TRANSIENT_FAILURE
 from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import MetricsFailure, Ready
 from latency_tuner.core.rollout.state import Decision, Round
-from latency_tuner.core.rollout.values import config_of, metric_snapshot
+from latency_tuner.core.rollout.values import config_of, metric_snapshot, scored
 from latency_tuner.core.saturation import evidence_despite_few_requests
 from latency_tuner.core.score import score
 from latency_tuner.core.verdict import Outcome, judge_trial
@@ -137,13 +137,15 @@ def measuring(r: Round, facts: Ready) -> Decision:
         min_improvement=r.spec.evaluation.min_improvement,
         baseline_subwindows=[w for w in windows.baseline_parts if isinstance(w, Observation)],
     )
-    measured = trial.model_copy(
-        update={
-            "after": metric_snapshot(r.spec, after, r.stamp)
-            if isinstance(after, Observation)
-            else None,
-            "measurements": trial.measurements + 1,
-        }
+    measured = scored(
+        trial.model_copy(
+            update={
+                "after": metric_snapshot(r.spec, after, r.stamp)
+                if isinstance(after, Observation)
+                else None,
+                "measurements": trial.measurements + 1,
+            }
+        )
     )
     if judgement.outcome is Outcome.KEEP:
         return _keep(r, measured, judgement.reason)

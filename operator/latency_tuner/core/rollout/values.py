@@ -13,6 +13,7 @@ from latency_tuner.api.status import (
     ContainerSnapshot,
     Evidence,
     MetricSnapshot,
+    Prediction,
     Trial,
 )
 from latency_tuner.api.status import Diagnosis as DiagnosisStatus
@@ -21,6 +22,7 @@ from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.diagnosis import Diagnosis
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord
+from latency_tuner.core.score import ObjectiveName
 from latency_tuner.vllm.args import VllmCommandLine
 
 DEFAULT_PERCENTILE = 95  # shown in status.observed for a latency no objective names
@@ -179,3 +181,47 @@ def diagnosis_status(d: Diagnosis) -> DiagnosisStatus:
 
 def history(trials: Sequence[Trial]) -> list[TrialRecord]:
     return [TrialRecord.from_trial(t) for t in trials]
+
+
+def _latency(snapshot: MetricSnapshot | None, objective: ObjectiveName) -> float | None:
+    value: float | None = getattr(snapshot, f"{objective}_seconds", None)
+    return value
+
+
+def predictions(change: knob_catalog.Change, before: MetricSnapshot | None) -> list[Prediction]:
+    """What ``change`` is expected to do to each objective it aims at, from the window before."""
+    found = []
+    for objective, gain in change.expected:
+        latency = _latency(before, objective)
+        found.append(
+            Prediction(
+                objective=objective,
+                expected_change=-gain,
+                expected_seconds=None if latency is None else latency * (1.0 - gain),
+            )
+        )
+    return found
+
+
+def scored(trial: Trial) -> Trial:
+    """``trial`` with each prediction's measured change and error, from its before and after
+    snapshots (the windows its verdict compared); unchanged where either has no value."""
+    if not trial.predictions:
+        return trial
+    updated = []
+    for p in trial.predictions:
+        was, now = _latency(trial.before, p.objective), _latency(trial.after, p.objective)
+        if was is None or now is None or was <= 0:
+            updated.append(p.model_copy(update={"measured_change": None, "error": None}))
+            continue
+        measured = now / was - 1.0
+        updated.append(
+            Prediction(
+                objective=p.objective,
+                expected_change=p.expected_change,
+                expected_seconds=p.expected_seconds,
+                measured_change=measured,
+                error=measured - p.expected_change,
+            )
+        )
+    return trial.model_copy(update={"predictions": updated})

@@ -1,0 +1,82 @@
+"""Each trial records what the planner expected it to do to the objectives it aims at, and what
+its windows then showed (issue 12: trial status shows predicted and measured effects)."""
+
+from __future__ import annotations
+
+import pytest
+from tests.unit.rollout.test_rollout_phases import (
+    AFTER,
+    BEFORE,
+    WINDOW,
+    Run,
+    facts,
+    judged,
+    measuring,
+    reverting,
+    trial_started,
+    window,
+)
+
+from latency_tuner.api.status import MetricSnapshot, Phase, Prediction, Trial
+from latency_tuner.core.rollout.values import scored
+
+STAMP = "2026-12-02T10:00:00Z"
+
+
+def test_a_started_trial_records_the_expected_change_of_the_objective_it_aims_at() -> None:
+    run = Run()
+    trial_started(run)
+    trial = run.status.current_trial
+    assert trial is not None
+    (prediction,) = trial.predictions
+    assert prediction.objective == "ttft"
+    assert -1.0 < prediction.expected_change < 0.0  # queueing: more seqs, lower TTFT
+    # The window before the trial served TTFT p90 2 s.
+    assert prediction.expected_seconds == pytest.approx(2.0 * (1 + prediction.expected_change))
+    assert prediction.measured_change is None
+    assert prediction.error is None
+
+
+def test_a_kept_trial_records_the_measured_change_and_the_error_of_the_expectation() -> None:
+    run = Run()
+    measuring(run)
+    run.later(WINDOW).step(facts(AFTER, windows=judged(window(BEFORE), window(AFTER))))
+    assert run.phase() is Phase.OBSERVING
+    (kept,) = run.status.trials
+    (prediction,) = kept.predictions
+    assert prediction.measured_change == pytest.approx(0.9 / 2.0 - 1, abs=1e-3)
+    assert prediction.error == pytest.approx(
+        prediction.measured_change - prediction.expected_change, abs=2e-3
+    )
+
+
+def test_a_reverted_trial_records_that_the_objective_did_not_move_as_expected() -> None:
+    run = Run()
+    reverting(run)  # the trial's window served what the one before it did: TTFT p90 2 s
+    trial = run.status.current_trial
+    assert trial is not None
+    (prediction,) = trial.predictions
+    assert prediction.measured_change == 0.0
+    assert prediction.error == -prediction.expected_change  # all of the expected gain missing
+
+
+def test_an_objective_a_window_has_no_value_for_stays_unmeasured() -> None:
+    trial = Trial(
+        id=1,
+        knob="maxNumSeqs",
+        started_at=STAMP,
+        before=MetricSnapshot(ttft_seconds=1.0, itl_seconds=0.05),
+        after=MetricSnapshot(ttft_seconds=0.5),
+        predictions=[
+            Prediction(objective="ttft", expected_change=-0.3),
+            Prediction(objective="itl", expected_change=-0.1),
+        ],
+    )
+    ttft, itl = scored(trial).predictions
+    assert (ttft.measured_change, ttft.error) == (-0.5, -0.2)
+    assert (itl.measured_change, itl.error) == (None, None)
+
+
+def test_a_trial_without_predictions_is_left_as_it_is() -> None:
+    trial = Trial(id=1, knob="maxNumSeqs", started_at=STAMP, after=MetricSnapshot(ttft_seconds=1))
+    assert scored(trial) is trial
