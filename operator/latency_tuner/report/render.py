@@ -29,8 +29,8 @@ def trial_table(trials: Sequence[Mapping[str, Any]], latencies: Sequence[str]) -
     """The trials as a Markdown table, with before/after columns for ``latencies``."""
     columns = [f"{name.upper()} {side}" for name in latencies for side in ("before", "after")]
     lines = [
-        "| # | knob | from | to | " + " | ".join(columns) + " | verdict |",
-        "|---|---|---|---|" + "---|" * len(columns) + "---|",
+        "| # | knob | from | to | " + " | ".join(columns) + " | expected (measured) | verdict |",
+        "|---|---|---|---|" + "---|" * len(columns) + "---|---|",
     ]
     for t in trials:
         before, after = t.get("before") or {}, t.get("after") or {}
@@ -42,9 +42,25 @@ def trial_table(trials: Sequence[Mapping[str, Any]], latencies: Sequence[str]) -
         lines.append(
             f"| {t.get('id')} | {t.get('knob')} | {t.get('from') or '(default)'} | "
             f"{t.get('to') or '(removed)'} | " + " | ".join(cells) + " | "
-            f"{t.get('verdict') or 'running'} |"
+            f"{_predictions(t.get('predictions') or [])} | {t.get('verdict') or 'running'} |"
         )
     return lines
+
+
+def _predictions(predictions: Sequence[Mapping[str, Any]]) -> str:
+    """ "TTFT -30% (-55%)": the expected change of each objective aimed at, and the measured."""
+
+    def change(value: Any) -> str:
+        return "?" if value is None else f"{float(value):+.0%}"
+
+    return (
+        "; ".join(
+            f"{str(p.get('objective', '')).upper()} {change(p.get('expectedChange'))} "
+            f"({change(p.get('measuredChange'))})"
+            for p in predictions
+        )
+        or "-"
+    )
 
 
 def _objectives(objectives: Mapping[str, Any]) -> str:
@@ -132,7 +148,7 @@ def markdown(report: TuningReport, plot_name: str | None) -> str:
 
 
 TRIAL_KEYS = ("id", "knob", "from", "to", "changes", "startedAt", "finishedAt", "before", "after",
-              "verdict", "reason")  # fmt: skip
+              "predictions", "verdict", "reason")  # fmt: skip
 
 
 def to_json(report: TuningReport) -> dict[str, Any]:
