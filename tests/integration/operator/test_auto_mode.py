@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.integration.operator.harness import (
     DEPLOYMENT,
     cluster,
@@ -62,6 +63,11 @@ async def test_a_queueing_deployment_is_tuned_until_its_ttft_target_is_met(tmp_p
     ]
     assert trials[0]["before"]["ttftSeconds"] == 2.0
     assert trials[0]["after"]["ttftSeconds"] == 0.9
+    # What the planner expected of the first trial, and what its windows showed, through the API.
+    (prediction,) = trials[0]["predictions"]
+    assert prediction["objective"] == "ttft"
+    assert prediction["expectedChange"] < 0
+    assert prediction["measuredChange"] == pytest.approx(0.9 / 2.0 - 1, abs=1e-3)
     met = condition(status, "TargetsMet")
     assert met is not None
     assert met["status"] == "True"
