@@ -248,6 +248,11 @@ async def test_label_and_field_selectors_filter_lists(client: httpx.AsyncClient)
     assert await names(labelSelector="app in (one,three)") == ["one", "three"]
     assert await names(labelSelector="app!=one,app") == ["three", "two"]
     assert await names(labelSelector="!app") == []
+    assert await names(labelSelector="app notin (one)") == ["three", "two"]
+    assert await names(labelSelector="app=two") == ["two"]  # the same selector again
+    for _ in range(2):  # a selector that does not parse is refused every time, never cached
+        bad = await client.get("/apis/apps/v1/deployments", params={"labelSelector": "a=(b"})
+        assert bad.status_code == 400
     assert await names(fieldSelector="metadata.name=three") == ["three"]
     assert await names(fieldSelector="metadata.namespace=default,metadata.name!=one") == [
         "three",
