@@ -174,11 +174,18 @@ class _World:
                 # each LIST (40 ms for 1,000 pods, even for a label selector matching one):
                 # an emulator cost, not the operator's. Its LIST callers only read the items,
                 # so top-level copies do (a real API server serves LISTs from a cache too).
+                # The newest version is read by index: kmock's ``raw`` looks for it with a
+                # generic reversed() over the history, a quarter of the emulator's time at
+                # 10,000 objects.
                 found = []
                 for (res, ns, _name), stored in self.objects.items():
-                    mine = (res.group, res.plural) == rdef.store_key and not stored.deleted
-                    if mine and (namespace is None or ns == namespace):
-                        found.append({**stored.raw, "apiVersion": rdef.api_version})
+                    if (res.group, res.plural) != rdef.store_key:
+                        continue
+                    if namespace is not None and ns != namespace:
+                        continue
+                    newest = stored.history[-1] if stored.history else None  # None: deleted
+                    if newest is not None:
+                        found.append({**newest.raw, "apiVersion": rdef.api_version})
                 return found
 
         api = ApiServer()
