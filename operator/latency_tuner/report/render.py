@@ -9,7 +9,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from latency_tuner.api.durations import format_duration
+from latency_tuner.api.status import Prediction
 from latency_tuner.report.cost import TuningCost
 from latency_tuner.report.model import TuningReport
 
@@ -29,7 +32,7 @@ def trial_table(trials: Sequence[Mapping[str, Any]], latencies: Sequence[str]) -
     """The trials as a Markdown table, with before/after columns for ``latencies``."""
     columns = [f"{name.upper()} {side}" for name in latencies for side in ("before", "after")]
     lines = [
-        "| # | knob | from | to | " + " | ".join(columns) + " | expected (measured) | verdict |",
+        "| # | knob | from | to | " + " | ".join(columns) + " | predicted effect | verdict |",
         "|---|---|---|---|" + "---|" * len(columns) + "---|---|",
     ]
     for t in trials:
@@ -48,19 +51,12 @@ def trial_table(trials: Sequence[Mapping[str, Any]], latencies: Sequence[str]) -
 
 
 def _predictions(predictions: Sequence[Mapping[str, Any]]) -> str:
-    """ "TTFT -30% (-55%)": the expected change of each objective aimed at, and the measured."""
-
-    def change(value: Any) -> str:
-        return "?" if value is None else f"{float(value):+.0%}"
-
-    return (
-        "; ".join(
-            f"{str(p.get('objective', '')).upper()} {change(p.get('expectedChange'))} "
-            f"({change(p.get('measuredChange'))})"
-            for p in predictions
-        )
-        or "-"
-    )
+    """Each objective's expected change and, once judged, the measured one; "-" for none (a
+    trial from before predictions, or one that was read from a status it does not parse)."""
+    try:
+        return "; ".join(Prediction.model_validate(p).describe() for p in predictions) or "-"
+    except ValidationError:
+        return "-"
 
 
 def _objectives(objectives: Mapping[str, Any]) -> str:
