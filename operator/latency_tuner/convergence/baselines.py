@@ -5,8 +5,9 @@ window rule as the operator's run -- from configuration to configuration of the 
 allowed space (``space``). Every method first measures the starting configuration (free);
 every Deployment change is one rollout (a configuration that fails to start costs its rollout
 and yields nothing); a configuration measured before is answered from memory, free. Success
-is the first window that meets every target and whose longer confirmation window agrees, as
-for the operator. A search that ends without success reverts to the best configuration it
+is the first window the operator's rule lets be judged (``minRequests`` requests, or a busy or
+saturated server's fewer) that meets every target and whose longer confirmation window
+agrees, as for the operator. A search that ends without success reverts to the best configuration it
 measured, and that revert is a rollout too (the operator's rollbacks are). The budget counts
 rollouts.
 
@@ -28,6 +29,7 @@ from latency_tuner.convergence.space import Point, dimensions
 from latency_tuner.convergence.stage import Stage
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation, ObservationResult
+from latency_tuner.core.saturation import usable
 from latency_tuner.core.score import score
 
 FAILED_OBJECTIVE = 100.0  # what a configuration that does not start scores, for TPE
@@ -87,7 +89,9 @@ class _Search:
         self.history.append(f"{label}: {s.describe()}")
         if self.best is None or value < self.best[0]:
             self.best = (value, container)
-        if meets(obs, self.objectives, self.min_requests):
+        # The operator's own rule decides whether a window can be judged (a busy or saturated
+        # server's few requests count); the longer window confirms as it does the operator's.
+        if usable(obs, self.min_requests) and s.met is True:
             if meets(self.stage.confirm(), self.objectives, self.min_requests):
                 self.success = RunResult(self.method, True, self.stage.changes, self.trials,
                                          False, container, self.stage.now,

@@ -11,8 +11,9 @@
 - **One cost.** Every Deployment change is one rollout: a trial, a rollback, a revert to the
   best configuration seen, a move to a configuration that then fails to start. Moving between
   two spellings of one engine configuration is no change.
-- **One success rule.** A window meets every target with at least ``minRequests`` requests, and
-  the window twice as long right after it agrees.
+- **One success rule.** A window the operator's rule lets be judged (``minRequests`` requests,
+  or fewer from a busy or saturated server: ``core.saturation.usable``) meets every target, and
+  the window twice as long right after it meets them with at least ``minRequests`` requests.
 - **The oracle measures steady state**: every allowed configuration on its own trace, after
   ``steady_warmup`` (never a window with a cold start), over two windows.
 

@@ -119,6 +119,13 @@ def evidence_despite_few_requests(obs: Observation) -> bool:
     return saturated(obs) or busy(obs)
 
 
+def usable(obs: Observation, min_requests: int) -> bool:
+    """Whether a window may be judged at all: ``minRequests`` requests finished, or fewer from
+    a saturated or busy server (one finishing too few because it is slow would otherwise be
+    waited on forever)."""
+    return obs.requests >= min_requests or evidence_despite_few_requests(obs)
+
+
 def queue_delay(obs: Observation) -> tuple[float | None, str]:
     """The mean queueing delay, the larger of two estimates, and a note on where it came from
     ("" for the recorded histogram).

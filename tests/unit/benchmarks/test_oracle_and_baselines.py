@@ -197,3 +197,48 @@ def test_tpe_asks_optuna_and_finds_the_meeting_point(
     result = baselines.run_tpe(TableStage(scenario, {"8": 0.4, "16": 0.08}), points, 12, seed=0)
     assert result.success
     assert result.final == points[1].container
+
+
+class BusyStage(TableStage):
+    """Each trial window finishes fewer than minRequests (50) requests from a server that never
+    idled (a busy window); the longer confirmation window finishes enough."""
+
+    def _window(self, container: ContainerConfig) -> Observation | Failed:
+        value = self.ttft[_seqs(container)]
+        if value is None:
+            return Failed("CrashLoopBackOff")
+        return Observation(
+            window_seconds=10.0, requests=20, ttft={50: value / 2, 90: value}, running_mean=6.0
+        )
+
+    def confirm(self) -> ObservationResult:
+        return window(self.ttft[_seqs(self._deployed)] or math.inf)
+
+
+def test_a_search_judges_a_busy_window_with_few_requests_as_the_operator_does(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    # The start meets the target on a busy window of 20 requests: a success without a rollout
+    # for a search as for the operator, not a window it waits past.
+    scenario, points = space
+    for run in (baselines.run_grid, baselines.run_random):
+        result = run(BusyStage(scenario, {"8": 0.05, "16": 0.08}), points, 12, 0)
+        assert result.success
+        assert result.rollouts == 0
+
+
+def test_a_quiet_window_with_few_requests_is_still_not_a_success(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    class QuietStage(BusyStage):
+        def _window(self, container: ContainerConfig) -> Observation | Failed:
+            found = super()._window(container)
+            return (
+                found
+                if isinstance(found, Failed)
+                else found.model_copy(update={"running_mean": 0.2})
+            )
+
+    scenario, points = space
+    result = baselines.run_grid(QuietStage(scenario, {"8": 0.05, "16": 0.08}), points, 12, 0)
+    assert not result.success

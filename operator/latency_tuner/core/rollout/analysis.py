@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import Trial
+from latency_tuner.core import saturation
 from latency_tuner.core.diagnosis import Diagnosis, diagnose
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import Change
@@ -20,7 +21,6 @@ from latency_tuner.core.observation import NoData, Observation, ObservationResul
 from latency_tuner.core.planner import Exhausted, plan
 from latency_tuner.core.rollout.facts import WindowResult
 from latency_tuner.core.rollout.values import history
-from latency_tuner.core.saturation import evidence_despite_few_requests
 from latency_tuner.vllm.args import VllmCommandLine
 from latency_tuner.vllm.defaults import version_from_image
 
@@ -50,12 +50,7 @@ def analyse(
         else NoData(reason="the metrics source did not answer", window_seconds=0.0)
     )
     minimum = spec.evaluation.min_requests
-    # A saturated or busy window is usable with fewer requests: a server finishing too few
-    # requests per window because it is slow would otherwise be waited on forever.
-    enough = isinstance(seen, Observation) and (
-        seen.requests >= minimum or evidence_despite_few_requests(seen)
-    )
-    usable = seen if enough and isinstance(seen, Observation) else None
+    judged = seen if isinstance(seen, Observation) and saturation.usable(seen, minimum) else None
     diagnosis = diagnose(
         seen,
         spec.objectives,
@@ -65,7 +60,7 @@ def analyse(
         min_requests=minimum,
         version=version_from_image(image),
     )
-    return Analysis(seen, usable, diagnosis)
+    return Analysis(seen, judged, diagnosis)
 
 
 def propose(

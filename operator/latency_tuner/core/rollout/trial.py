@@ -14,7 +14,7 @@ from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import MetricsFailure, Ready
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import config_of, metric_snapshot, scored
-from latency_tuner.core.saturation import evidence_despite_few_requests
+from latency_tuner.core.saturation import usable
 from latency_tuner.core.score import score
 from latency_tuner.core.verdict import Outcome, judge_trial
 
@@ -230,11 +230,7 @@ def resting(r: Round, facts: Ready) -> Decision:
     current = facts.windows.current
     obs = (
         current
-        if isinstance(current, Observation)
-        and (
-            current.requests >= r.spec.evaluation.min_requests
-            or evidence_despite_few_requests(current)
-        )
+        if isinstance(current, Observation) and usable(current, r.spec.evaluation.min_requests)
         else None
     )
     clean = r.status.stable_since is None or (
