@@ -22,7 +22,6 @@ from latency_tuner.sandbox.apiserver import _protobuf as protobuf
 from latency_tuner.sandbox.apiserver._discovery import document
 from latency_tuner.sandbox.apiserver._errors import bad_request, error, not_found, status_body
 from latency_tuner.sandbox.apiserver._resources import Body, ResourceDef
-from latency_tuner.sandbox.apiserver._selectors import select
 from latency_tuner.sandbox.apiserver._table import table
 from latency_tuner.sandbox.apiserver._watch import stream_watch
 from latency_tuner.sandbox.apiserver._writes import Options, Target, WritingEmulator
@@ -157,7 +156,7 @@ class KubeApiEmulator(WritingEmulator):
         if method == "GET" and params.get("watch") in ("true", "1"):
             return await stream_watch(self, target, params, raw)
         if method == "GET" and target.name is None:
-            items = select(self._items(rdef, target.namespace), params)
+            items = self._items(rdef, target.namespace, params)
             if "as=Table" in raw.headers.get("Accept", ""):
                 return aiohttp.web.json_response(self._table(rdef, items))
             return aiohttp.web.json_response(self._list_body(rdef, items))
@@ -187,7 +186,7 @@ class KubeApiEmulator(WritingEmulator):
         if method == "DELETE" and target.name is not None:
             return aiohttp.web.json_response(self._delete(target, request.data, opts))
         if method == "DELETE":
-            items = select(self._items(rdef, target.namespace), params)
+            items = self._items(rdef, target.namespace, params)
             for item in items:
                 meta = item["metadata"]
                 self._delete(Target(rdef, meta.get("namespace"), meta["name"], None), {}, opts)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from latency_tuner.sandbox.apiserver._errors import bad_request
-from latency_tuner.sandbox.apiserver._resources import Body
 
 _LABEL_TERM = re.compile(
     r"^\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9_./-]+)\s*"
@@ -102,9 +101,3 @@ def matches(obj: Mapping[str, Any], labels: str | None, fields: str | None) -> b
     if labels and not label_selector_matches(labels, obj["metadata"].get("labels") or {}):
         return False
     return not (fields and not field_selector_matches(fields, obj))
-
-
-def select(items: list[Body], params: Mapping[str, str]) -> list[Body]:
-    """The items a request's `labelSelector` and `fieldSelector` let through."""
-    labels, fields = params.get("labelSelector"), params.get("fieldSelector")
-    return [item for item in items if matches(item, labels, fields)]

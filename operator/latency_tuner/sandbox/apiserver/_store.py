@@ -13,7 +13,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -27,6 +27,7 @@ from latency_tuner.sandbox.apiserver._resources import (
     ResourceDef,
     StoreKey,
 )
+from latency_tuner.sandbox.apiserver._selectors import matches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,17 +111,39 @@ class ObjectStore(kmock.KubernetesEmulator):
         obj["apiVersion"] = rdef.api_version  # no conversion: one body under every version
         return obj
 
-    def _items(self, rdef: ResourceDef, namespace: str | None) -> list[Body]:
+    def _selected(
+        self, rdef: ResourceDef, namespace: str | None, selectors: Mapping[str, str] | None = None
+    ) -> list[Body]:
+        """The objects of `rdef` in `namespace` (or all) that pass `selectors`
+        (``labelSelector``, ``fieldSelector``), sorted by namespace/name, as top-level copies
+        whose nested values are the store's own: callers copy what they may change."""
+        labels, fields = (
+            (selectors or {}).get("labelSelector"),
+            (selectors or {}).get("fieldSelector"),
+        )
         found = []
         for (res, ns, _name), stored in self.objects.items():
-            mine = (res.group, res.plural) == rdef.store_key and not stored.deleted
-            if mine and (namespace is None or ns == namespace):
-                obj: Body = copy.deepcopy(stored.raw)
-                obj["apiVersion"] = rdef.api_version
-                found.append(obj)
+            if (res.group, res.plural) != rdef.store_key:
+                continue
+            if namespace is not None and ns != namespace:
+                continue
+            # The newest version by index (kmock's ``raw`` searches for it); None: deleted.
+            newest = stored.history[-1] if stored.history else None
+            if newest is None:
+                continue
+            body: Body = {**newest.raw, "apiVersion": rdef.api_version}
+            if matches(body, labels, fields):
+                found.append(body)
         return sorted(
             found, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"])
         )
+
+    def _items(
+        self, rdef: ResourceDef, namespace: str | None, selectors: Mapping[str, str] | None = None
+    ) -> list[Body]:
+        """Deep copies of ``_selected``: selected before they are copied, so a list that
+        matches one pod of thousands copies one."""
+        return [copy.deepcopy(body) for body in self._selected(rdef, namespace, selectors)]
 
     def _save(self, rdef: ResourceDef, obj: Body, event: str) -> Body:
         self._rv += 1
@@ -140,9 +163,12 @@ class ObjectStore(kmock.KubernetesEmulator):
         )
         return obj
 
-    def stored_items(self, rdef: ResourceDef, namespace: str | None) -> list[Body]:
-        """Copies of the objects of `rdef` (in `namespace`, or all), sorted by namespace/name."""
-        return self._items(rdef, namespace)
+    def stored_items(
+        self, rdef: ResourceDef, namespace: str | None, selectors: Mapping[str, str] | None = None
+    ) -> list[Body]:
+        """Copies of the objects of `rdef` (in `namespace`, or all) that pass `selectors`,
+        sorted by namespace/name."""
+        return self._items(rdef, namespace, selectors)
 
     # -- events and watches ------------------------------------------------------------------------
 

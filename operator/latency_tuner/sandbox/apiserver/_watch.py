@@ -18,7 +18,7 @@ import aiohttp.web
 
 from latency_tuner.sandbox.apiserver._errors import bad_request, status_body
 from latency_tuner.sandbox.apiserver._resources import Body, ResourceDef
-from latency_tuner.sandbox.apiserver._selectors import matches, select
+from latency_tuner.sandbox.apiserver._selectors import matches
 from latency_tuner.sandbox.apiserver._store import Event, ObjectStore
 from latency_tuner.sandbox.apiserver._writes import Target
 
@@ -54,8 +54,9 @@ async def stream_watch(
         try:
             initial: list[bytes] = []
             if int(since) == 0:
-                items = select(
-                    store.stored_items(rdef, target.namespace),
+                items = store.stored_items(
+                    rdef,
+                    target.namespace,
                     {"labelSelector": labels or "", "fieldSelector": fields or ""},
                 )
                 initial = [shown("ADDED", item) for item in items]
