@@ -18,7 +18,9 @@ from tests.unit.rollout.test_rollout_phases import (
 )
 
 from latency_tuner.api.status import MetricSnapshot, Phase, Prediction, Trial
-from latency_tuner.core.rollout.values import scored
+from latency_tuner.core.evidence import Bottleneck
+from latency_tuner.core.knobs import Change, KnobClass, KnobName
+from latency_tuner.core.rollout.values import predictions, scored
 
 STAMP = "2026-12-02T10:00:00Z"
 
@@ -80,3 +82,20 @@ def test_an_objective_a_window_has_no_value_for_stays_unmeasured() -> None:
 def test_a_trial_without_predictions_is_left_as_it_is() -> None:
     trial = Trial(id=1, knob="maxNumSeqs", started_at=STAMP, after=MetricSnapshot(ttft_seconds=1))
     assert scored(trial) is trial
+
+
+def test_a_prior_beyond_the_whole_latency_expects_at_most_all_of_it() -> None:
+    change = Change(
+        knob=KnobName.MAX_NUM_SEQS,
+        from_value="16",
+        to_value="32",
+        knob_class=KnobClass.SAFE,
+        expected_gain=1.4,
+        expected_score_gain=1.0,
+        bottleneck=Bottleneck.QUEUEING,
+        reason="test",
+        expected=(("ttft", 1.4), ("itl", -0.2)),
+    )
+    ttft, itl = predictions(change, MetricSnapshot(ttft_seconds=2.0, itl_seconds=0.02))
+    assert (ttft.expected_change, ttft.expected_seconds) == (-1.0, 0.0)
+    assert (itl.expected_change, itl.expected_seconds) == (0.0, 0.02)

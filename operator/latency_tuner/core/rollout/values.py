@@ -191,7 +191,8 @@ def _latency(snapshot: MetricSnapshot | None, objective: ObjectiveName) -> float
 def predictions(change: knob_catalog.Change, before: MetricSnapshot | None) -> list[Prediction]:
     """What ``change`` is expected to do to each objective it aims at, from the window before."""
     found = []
-    for objective, gain in change.expected:
+    for objective, prior in change.expected:
+        gain = min(max(prior, 0.0), 1.0)  # a latency can fall by all of itself at most
         latency = _latency(before, objective)
         found.append(
             Prediction(
