@@ -46,10 +46,10 @@ def test_a_kept_trial_records_the_measured_change_and_the_error_of_the_expectati
     assert run.phase() is Phase.OBSERVING
     (kept,) = run.status.trials
     (prediction,) = kept.predictions
-    assert prediction.measured_change == pytest.approx(0.9 / 2.0 - 1, abs=1e-3)
-    assert prediction.error == pytest.approx(
-        prediction.measured_change - prediction.expected_change, abs=2e-3
-    )
+    measured = prediction.measured_change
+    assert measured == pytest.approx(0.9 / 2.0 - 1, abs=1e-3)
+    assert measured is not None
+    assert prediction.error == pytest.approx(measured - prediction.expected_change, abs=2e-3)
 
 
 def test_a_reverted_trial_records_that_the_objective_did_not_move_as_expected() -> None:
