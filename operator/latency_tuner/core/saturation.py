@@ -114,16 +114,11 @@ def busy(obs: Observation) -> bool:
     return in_flight >= BUSY_IN_FLIGHT and obs.requests >= BUSY_MIN_REQUESTS
 
 
-def evidence_despite_few_requests(obs: Observation) -> bool:
-    """A window below ``minRequests`` that is still evidence: saturated or busy."""
-    return saturated(obs) or busy(obs)
-
-
 def usable(obs: Observation, min_requests: int) -> bool:
     """Whether a window may be judged at all: ``minRequests`` requests finished, or fewer from
     a saturated or busy server (one finishing too few because it is slow would otherwise be
     waited on forever)."""
-    return obs.requests >= min_requests or evidence_despite_few_requests(obs)
+    return obs.requests >= min_requests or saturated(obs) or busy(obs)
 
 
 def queue_delay(obs: Observation) -> tuple[float | None, str]:

@@ -36,7 +36,7 @@ from latency_tuner.api.spec import Objectives
 from latency_tuner.api.status import Verdict
 from latency_tuner.core.noise import count_tolerance, quantile_se
 from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
-from latency_tuner.core.saturation import busy, flow, saturated
+from latency_tuner.core.saturation import flow, saturated, usable
 from latency_tuner.core.score import (
     LABELS,
     OBJECTIVE_NAMES,
@@ -97,10 +97,10 @@ def judge_trial(
     if isinstance(trial, NoData):
         return Judgement(Outcome.NO_DATA, f"no data in the trial window: {trial.reason}")
     sat_before, sat_after = saturated(baseline), saturated(trial)
-    for name, obs, sat in (("baseline", baseline, sat_before), ("trial", trial, sat_after)):
+    for name, obs in (("baseline", baseline), ("trial", trial)):
         # A saturated arm is evidence with any number of requests (its latencies are lower
         # bounds); see ``_bounded`` for what such bounds can decide.
-        if obs.requests < min_requests and not (sat or busy(obs)):
+        if not usable(obs, min_requests):
             return Judgement(
                 Outcome.INCONCLUSIVE,
                 f"too few requests in the {name} window: {obs.requests} < {min_requests}",
