@@ -72,12 +72,12 @@ class FleetMetrics:
 
     def __init__(
         self,
-        namespace: str,
+        namespaces: Mapping[str, str],
         pods: Mapping[str, str],
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.namespace = namespace
+        self.namespaces = namespaces  # Deployment -> its namespace
         self.pods = pods  # Deployment -> current pod (read at each scrape)
         self.breached: set[str] = set()
         self._clock = clock
@@ -90,7 +90,7 @@ class FleetMetrics:
         for deployment, pod in list(self.pods.items()):
             state = self._state.get(deployment)
             if state is None or state[0] != pod:
-                state = (pod, _series(self.namespace, pod), 0.0, 0.0, now)
+                state = (pod, _series(self.namespaces[deployment], pod), 0.0, 0.0, now)
             _, series, healthy, slow, last = state
             slow_now = deployment in self.breached
             finished = RATE * max(0.0, now - last)

@@ -12,8 +12,11 @@ Three processes, so each one's CPU and memory is its own:
 - **operator** (``--role operator``): the real operator (``run_operator``: kopf, handlers,
   reconcile, adapters) with a scripted metrics source that counts ``observe()`` calls; a target
   answers a TTFT p90 of 0.3 s (threshold 0.5 s) until the bench "breaches" it (2.0 s, queueing).
-- With ``--shards N``, N operator processes, each shard ``i`` of ``N`` (hash of namespace/name,
-  each acting only on the targets it has claimed); their CPU and RSS are summed.
+- With ``--shards N``, N operator processes, each shard ``i`` of ``N`` (``--shard-mode``: hash
+  of namespace/name, hash of the namespace, or a label), each acting only on the targets it has
+  claimed; their CPU and RSS are summed. With ``--namespaces K`` the targets are dealt round
+  robin over K namespaces (``bench-000`` ...; one ``bench`` without it) and the operator
+  watches the whole cluster; in label mode every target of a namespace gets the same label.
 - **bench** (default): starts both, reads RSS/CPU of each from ``/proc`` (Linux only), waits
   for every target to converge, measures a steady state, breaches a few targets and waits for
   their first rollout, then prints a table (or ``--json``).
@@ -59,12 +62,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # ---- world process: emulator + scripted controller ------------------------------------------
 
 
-def _deployment(name: str) -> dict[str, Any]:
+def _namespace(i: int, namespaces: int) -> str:
+    """The namespace of the ``i``-th Deployment and target: one ``bench``, or round robin."""
+    return NAMESPACE if namespaces == 1 else f"{NAMESPACE}-{i % namespaces:03d}"
+
+
+def _deployment(name: str, namespace: str) -> dict[str, Any]:
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
@@ -87,11 +95,13 @@ def _deployment(name: str) -> dict[str, Any]:
     }
 
 
-def _latency_target(name: str, deployment: str, window: str, cooldown: str) -> dict[str, Any]:
+def _latency_target(
+    name: str, deployment: str, namespace: str, window: str, cooldown: str
+) -> dict[str, Any]:
     return {
         "apiVersion": LT_API,
         "kind": "LatencyTarget",
-        "metadata": {"name": name, "namespace": NAMESPACE},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "targetRef": {"name": deployment, "container": "vllm"},
             "objectives": {"ttft": {"percentile": 90, "threshold": "500ms"}},
@@ -139,9 +149,15 @@ def _request_kind(method: str, path: str, query: dict[str, str]) -> str:
 
 class _World:
     def __init__(
-        self, targets: int, window: str, cooldown: str, shard_labels: int | None = None
+        self,
+        targets: int,
+        window: str,
+        cooldown: str,
+        shard_labels: int | None = None,
+        namespaces: int = 1,
     ) -> None:
         self.targets = targets
+        self.namespaces = namespaces
         self.shard_labels = shard_labels  # label mode: the shard count the labels spread over
         self.window = window
         self.cooldown = cooldown
@@ -152,10 +168,13 @@ class _World:
         self.bumped_at: dict[str, float] = {}
         self.generation: dict[str, int] = {}
         self.pod: dict[str, str] = {}
+        self.namespace_of = {
+            f"vllm-{i:04d}": _namespace(i, namespaces) for i in range(targets)
+        }  # Deployment -> its namespace
         self.metrics: dict[str, str] = {}  # MetricsAvailable status and reason per target
         from benchmarks.scale.fleet_metrics import FleetMetrics
 
-        self.fleet = FleetMetrics(NAMESPACE, self.pod)
+        self.fleet = FleetMetrics(self.namespace_of, self.pod)
 
     async def serve(self, kubeconfig: Path) -> None:
         from latency_tuner.api.crd import build_crd
@@ -182,9 +201,10 @@ class _World:
         api.emulator = CountingEmulator()
         async with api:
             started = time.monotonic()
-            await api.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-            )
+            for namespace in sorted(set(self.namespace_of.values())):
+                await api.create(
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+                )
             await api.create(build_crd())
             labels = {
                 "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -199,14 +219,16 @@ class _World:
                 }
             )
             for i in range(self.targets):
-                name = f"vllm-{i:04d}"
-                await api.create(_deployment(name))
+                name, namespace = f"vllm-{i:04d}", _namespace(i, self.namespaces)
+                await api.create(_deployment(name, namespace))
                 await self._roll(api, name, 1)
-                lt = _latency_target(f"lt-{i:04d}", name, self.window, self.cooldown)
+                lt = _latency_target(f"lt-{i:04d}", name, namespace, self.window, self.cooldown)
                 if self.shard_labels:
-                    lt["metadata"]["labels"] = {SHARD_LABEL: str(i % self.shard_labels)}
+                    # One shard a namespace when there are several (its batch is its own).
+                    dealt = i % self.namespaces if self.namespaces > 1 else i
+                    lt["metadata"]["labels"] = {SHARD_LABEL: str(dealt % self.shard_labels)}
                 await api.create(lt)
-            api.write_kubeconfig(kubeconfig, namespace=NAMESPACE)
+            api.write_kubeconfig(kubeconfig, namespace=_namespace(0, self.namespaces))
             metrics_port = await self._serve_metrics()
             events: asyncio.Queue[Any] = asyncio.Queue()
             api.emulator._watchers.add(events)  # every write, in-process: no HTTP cost
@@ -242,7 +264,7 @@ class _World:
         """The Deployment controller and kubelet: a new ready pod, the old one gone."""
         from latency_tuner.testing.rollouts import roll
 
-        dep = await api.get("apps/v1", "Deployment", name, namespace=NAMESPACE)
+        dep = await api.get("apps/v1", "Deployment", name, namespace=self.namespace_of[name])
         old = self.pod.get(name)
         pod = f"{name}-g{generation}-p"  # <deployment>-<hash>-<suffix>: the default selector
         await roll(api, dep, pod=pod, existing=[old] if old is not None else [])
@@ -289,7 +311,7 @@ class _World:
 
     async def _size(self, api: Any) -> dict[str, Any]:
         """The size of the body of one LIST of every LatencyTarget, as they stand now."""
-        items = await api.list_objects(LT_API, "LatencyTarget", namespace=NAMESPACE)
+        items = await api.list_objects(LT_API, "LatencyTarget", namespace=None)
         return {"lt_list_bytes": len(json.dumps({"items": items}))}
 
     async def _stats(self, api: Any) -> dict[str, Any]:
@@ -313,7 +335,8 @@ def _operator(
     shards: int = 1,
     shard: int = 0,
     trace_memory: str | None = None,
-    shard_mode: Literal["hash", "label"] = "hash",
+    shard_mode: Literal["hash", "namespace", "label"] = "hash",
+    namespaces: int = 1,
 ) -> int:
     if trace_memory:  # before the operator's imports, so their allocations are traced too
         import tracemalloc
@@ -327,7 +350,7 @@ def _operator(
     kopf.configure(quiet=True)  # as `--log-level warning`: no INFO line per handler run
     settings = OperatorSettings(
         prometheus_url=prometheus_url,
-        namespaces=(NAMESPACE,),
+        namespaces=(NAMESPACE,) if namespaces == 1 else (),  # several: the whole cluster
         interval_seconds=interval,
         standalone=True,
         metrics_port=0,
@@ -588,6 +611,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
         "scrape_interval_s": options.scrape,
         "shards": options.shards,
         "shard_mode": options.shard_mode,
+        "namespaces": options.namespaces,
     }
     with (
         open(workdir / f"world-{n}.log", "w") as wlog,
@@ -597,7 +621,8 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
         world = _spawn(
             ["--role", "world", "--targets", str(n), "--kubeconfig", str(kubeconfig),
              "--window", str(window), "--cooldown", str(cooldown),
-             "--shards", str(options.shards), "--shard-mode", options.shard_mode],
+             "--shards", str(options.shards), "--shard-mode", options.shard_mode,
+             "--namespaces", str(options.namespaces)],
             wlog,
         )  # fmt: skip
         operator = prometheus = None
@@ -613,7 +638,8 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
                 _spawn(["--role", "operator", "--kubeconfig", str(kubeconfig),
                         "--interval", str(interval), "--prometheus-url", prometheus.url,
                         "--shards", str(options.shards), "--shard", str(i),
-                        "--shard-mode", options.shard_mode]
+                        "--shard-mode", options.shard_mode,
+                        "--namespaces", str(options.namespaces)]
                        + (["--trace-memory", options.trace_memory] if options.trace_memory
                           else []), olog)
                 for i in range(options.shards)
@@ -773,7 +799,9 @@ def _summary(values: list[float]) -> dict[str, float] | None:
 
 ROWS = [
     ("LatencyTargets (one Deployment, one pod each)", "targets"),
+    ("namespaces the targets are dealt over", "namespaces"),
     ("operator shards (one process each; CPU and RSS summed over them)", "shards"),
+    ("shard mode", "shard_mode"),
     ("operator RSS per shard, steady state [MiB]", "operator_rss_per_shard_mib"),
     ("time until all Converged [s]", "time_to_converge_all_s"),
     ("time until each target had been Converged once [s]", "time_until_each_converged_once_s"),
@@ -848,9 +876,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="trace the operator's allocations (slow) and write its largest live "
                         "ones to DIR/memory-shard-N.txt at each stats read")  # fmt: skip
     p.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--shard-mode", choices=["hash", "label"], default="hash",
-                   help="hash of namespace/name, or a latencytuner.io/shard label on each target "
-                        "(round robin), whose watch the API server filters")  # fmt: skip
+    p.add_argument("--shard-mode", choices=["hash", "namespace", "label"], default="hash",
+                   help="hash of namespace/name, hash of the namespace, or a latencytuner.io/shard "
+                        "label on each target (round robin; one per namespace with --namespaces), "
+                        "whose watch the API server filters")  # fmt: skip
+    p.add_argument("--namespaces", type=int, default=1,
+                   help="namespaces the targets are dealt over, round robin")  # fmt: skip
     p.add_argument("--role", choices=["bench", "world", "operator"], default="bench",
                    help=argparse.SUPPRESS)  # fmt: skip
     p.add_argument("--kubeconfig", help=argparse.SUPPRESS)
@@ -859,7 +890,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.role == "world":
         window, cooldown = f"{options.window * 1000:.0f}ms", f"{options.cooldown * 1000:.0f}ms"
         labels = options.shards if options.shard_mode == "label" and options.shards > 1 else None
-        world = _World(options.targets[0], window, cooldown, labels)
+        world = _World(options.targets[0], window, cooldown, labels, options.namespaces)
         asyncio.run(world.serve(Path(options.kubeconfig)))
         return 0
     if options.role == "operator":
@@ -871,6 +902,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options.shard,
             options.trace_memory,
             options.shard_mode,
+            options.namespaces,
         )
     results = []
     with contextlib.ExitStack() as stack:

@@ -48,7 +48,7 @@ class OperatorSettings:
     # Sharding: this process is shard `shard_index` of `shards` (see core/sharding).
     shards: int = 1
     shard_index: int = 0
-    shard_mode: Literal["hash", "label"] = "hash"
+    shard_mode: Literal["hash", "namespace", "label"] = "hash"
     shard_lease_seconds: float = 180.0
     pod_name: str = ""  # who holds the claims; the pod's name (HOSTNAME) when unset
 
@@ -96,7 +96,8 @@ _FLAGS: dict[str, tuple[str, str]] = {
         "this operator's shard, 0 to shards-1; default: the ordinal ending the hostname "
         "(a StatefulSet pod's), else 0", "index"),
     "shard-mode": (
-        "hash (of namespace/name) or label (the target's latencytuner.io/shard label)", "choice"),
+        "hash (of namespace/name), namespace (a hash of the namespace: all its targets on one "
+        "shard) or label (the target's latencytuner.io/shard label)", "choice"),
     "shard-lease": (
         "how long a shard's claim on a target holds without renewal, e.g. 3m", "duration"),
     "pod-name": ("who holds this shard's claims (default: $POD_ID, else $HOSTNAME)", "str"),
@@ -105,7 +106,7 @@ _CHOICES = {
     "metrics-source": ("prometheus", "scrape"),
     "log-format": ("plain", "json"),
     "log-level": ("debug", "info", "warning", "error"),
-    "shard-mode": ("hash", "label"),
+    "shard-mode": ("hash", "namespace", "label"),
 }
 
 

@@ -279,3 +279,25 @@ async def test_deleting_a_namespace_deletes_what_is_in_it(client: httpx.AsyncCli
     await client.post("/api/v1/namespaces/team/configmaps", json={"metadata": {"name": "c"}})
     assert (await client.delete("/api/v1/namespaces/team")).status_code == 200
     assert (await client.get("/api/v1/namespaces/team/configmaps/c")).status_code == 404
+
+
+async def test_a_namespaced_list_holds_its_namespace_and_a_deleted_object_leaves_every_list(
+    client: httpx.AsyncClient,
+) -> None:
+    await client.post("/api/v1/namespaces", json={"metadata": {"name": "team"}})
+    await client.post(DEPLOYMENTS, json=deployment("d", "a"))
+    await client.post("/apis/apps/v1/namespaces/team/deployments", json=deployment("t", "a"))
+
+    async def names(path: str) -> list[str]:
+        return [i["metadata"]["name"] for i in (await client.get(path)).json()["items"]]
+
+    assert await names(DEPLOYMENTS) == ["d"]
+    assert await names("/apis/apps/v1/namespaces/team/deployments") == ["t"]
+    assert await names("/apis/apps/v1/namespaces/nowhere/deployments") == []
+    assert await names("/apis/apps/v1/deployments") == ["d", "t"]
+    assert {"default", "team"} <= set(await names("/api/v1/namespaces"))  # cluster-scoped
+    assert (await client.delete(DEPLOYMENTS + "/d")).status_code == 200
+    assert await names(DEPLOYMENTS) == []
+    assert await names("/apis/apps/v1/deployments") == ["t"]
+    await client.post(DEPLOYMENTS, json=deployment("d", "b"))  # the same name again
+    assert await names("/apis/apps/v1/deployments") == ["d", "t"]

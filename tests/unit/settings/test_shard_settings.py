@@ -36,7 +36,7 @@ def test_the_pod_name_kopf_is_given_names_the_claims_holder() -> None:
         ([], {"LT_SHARDS": "2", "HOSTNAME": "latency-tuner-5"}, "replicas must equal --shards"),
         (["--shards", "0"], {}, "at least 1"),
         (["--shard-index", "-1"], {}, "at least 0"),
-        (["--shard-mode", "range"], {}, "not one of hash, label"),
+        (["--shard-mode", "range"], {}, "not one of hash, namespace, label"),
     ],
 )
 def test_a_shard_that_cannot_exist_is_refused(

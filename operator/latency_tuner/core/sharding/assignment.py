@@ -1,9 +1,13 @@
-"""Which shard a LatencyTarget belongs to: by a stable hash of namespace/name, or by a label.
+"""Which shard a LatencyTarget belongs to: by a stable hash of namespace/name, of the
+namespace alone, or by a label.
 
 The hash is sha256, never Python's ``hash()`` (salted per process: two shards would disagree).
-In label mode a target's ``latencytuner.io/shard`` label names its shard, the way Flux shards
-controllers; shard 0 also takes every target whose label is missing or names no shard, so no
-target is left without an owner.
+In namespace mode every target of a namespace has one shard, so that shard's batched metrics
+queries (one per aggregate, scoped by namespace) carry only its own namespaces' pods; in hash
+mode a large namespace is asked for by every shard. In label mode a target's
+``latencytuner.io/shard`` label names its shard, the way Flux shards controllers; shard 0 also
+takes every target whose label is missing or names no shard, so no target is left without an
+owner.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Literal
 
 SHARD_LABEL = "latencytuner.io/shard"
 
-ShardMode = Literal["hash", "label"]
+ShardMode = Literal["hash", "namespace", "label"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Sharding:
             return True
         if self.mode == "label":
             return labelled_shard(labels or {}, self.shards) == self.index
+        if self.mode == "namespace":
+            return namespace_shard(namespace, self.shards) == self.index
         return hashed_shard(namespace, name, self.shards) == self.index
 
     def label_selector(self) -> str | None:
@@ -58,6 +64,12 @@ class Sharding:
 def hashed_shard(namespace: str, name: str, shards: int) -> int:
     """The shard of ``namespace/name`` among ``shards``: the same in every process and release."""
     digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") % shards
+
+
+def namespace_shard(namespace: str, shards: int) -> int:
+    """The shard of every target in ``namespace`` among ``shards`` (the same in every process)."""
+    digest = hashlib.sha256(namespace.encode()).digest()
     return int.from_bytes(digest[:8], "big") % shards
 
 

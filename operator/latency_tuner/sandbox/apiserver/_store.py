@@ -13,7 +13,7 @@ import collections
 import contextlib
 import copy
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -55,6 +55,9 @@ class ObjectStore(kmock.KubernetesEmulator):
     _events: collections.deque[Event] = attrs.field(init=False)
     _compacted_rv: int = attrs.field(default=0, init=False)  # replays from before it get 410
     _watchers: set[asyncio.Queue[Event | None]] = attrs.field(factory=set, init=False)
+    # The store keys of each group/plural by namespace (None: cluster-scoped), as an API
+    # server's cache indexes by namespace: a namespaced list walks its namespace, not the store.
+    _keys: dict[StoreKey, dict[str | None, set[Any]]] = attrs.field(factory=dict, init=False)
     _closing: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -122,11 +125,13 @@ class ObjectStore(kmock.KubernetesEmulator):
             (selectors or {}).get("fieldSelector"),
         )
         found = []
-        for (res, ns, _name), stored in self.objects.items():
-            if (res.group, res.plural) != rdef.store_key:
-                continue
-            if namespace is not None and ns != namespace:
-                continue
+        by_namespace = self._keys.get(rdef.store_key, {})
+        if namespace is not None:
+            keys: Iterable[Any] = by_namespace.get(namespace, ())
+        else:
+            keys = (key for ns_keys in by_namespace.values() for key in ns_keys)
+        for key in keys:
+            stored = self.objects[key]
             # The newest version by index (kmock's ``raw`` searches for it); None: deleted.
             newest = stored.history[-1] if stored.history else None
             if newest is None:
@@ -158,6 +163,7 @@ class ObjectStore(kmock.KubernetesEmulator):
             del history[: -self.versions_kept]  # bounded, for long demos
         else:
             self.objects[key] = copy.deepcopy(obj)
+            self._keys.setdefault(rdef.store_key, {}).setdefault(key[1], set()).add(key)
         self._emit(
             Event(self._rv, event, rdef.store_key, meta.get("namespace"), copy.deepcopy(obj))
         )

@@ -1,6 +1,7 @@
 """Every LatencyTarget belongs to exactly one shard, the same one in every process: by a sha256
-of namespace/name, or by its latencytuner.io/shard label (with a server-side selector that lets
-exactly that shard's watch see it)."""
+of namespace/name, of its namespace alone (a namespace's targets together), or by its
+latencytuner.io/shard label (with a server-side selector that lets exactly that shard's watch
+see it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from latency_tuner.core.sharding.assignment import (
     Sharding,
     hashed_shard,
     labelled_shard,
+    namespace_shard,
     ordinal,
 )
 from latency_tuner.sandbox.apiserver import label_selector_matches
@@ -38,6 +40,25 @@ def test_in_hash_mode_exactly_one_shard_owns_each_target(
 ) -> None:
     owners = [i for i in range(shards) if Sharding(i, shards).owns(namespace, name)]
     assert owners == [hashed_shard(namespace, name, shards)]
+
+
+@given(namespace=names, names_in_it=st.lists(names, min_size=1, max_size=5), shards=counts)
+def test_in_namespace_mode_one_shard_owns_every_target_of_a_namespace(
+    namespace: str, names_in_it: list[str], shards: int
+) -> None:
+    for name in names_in_it:
+        owners = [
+            i for i in range(shards) if Sharding(i, shards, "namespace").owns(namespace, name)
+        ]
+        assert owners == [namespace_shard(namespace, shards)]
+
+
+def test_namespace_mode_spreads_namespaces_over_every_shard_and_is_pinned() -> None:
+    digest = hashlib.sha256(b"team-a").digest()
+    assert namespace_shard("team-a", 5) == int.from_bytes(digest[:8], "big") % 5
+    spread = [namespace_shard(f"team-{i}", 4) for i in range(400)]
+    assert all(80 <= spread.count(shard) <= 120 for shard in range(4))  # ~100 each
+    assert Sharding(0, 4, "namespace").label_selector() is None  # a client-side filter
 
 
 @given(value=label_values, shards=counts)
