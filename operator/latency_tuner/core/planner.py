@@ -9,7 +9,9 @@ removes what history rules out:
   transient failure (its pods waited for GPUs) is retried after the other candidates, up to
   ``MAX_TRANSIENT`` failures;
 - a change already judged (Keep, Revert or Failed) is not repeated under a comparable load
-  (``LoadFingerprint.comparable_to``); under a different load it may be tried again;
+  (``LoadFingerprint.comparable_to``); under a different load it may be tried again, and a
+  reverted one also once another knob's change has been kept since (the server it was judged
+  on is gone);
 - a change that came out Inconclusive ``MAX_INCONCLUSIVE`` times under a comparable load is
   not tried again either: once may be bad luck, twice means its windows cannot be judged and
   another try would spend the same rollouts for the same nothing; nor after
@@ -207,6 +209,8 @@ def _ruled_out(
                 return f"{label} was Inconclusive {inconclusive} times"
         if record.verdict not in (Verdict.KEEP, Verdict.REVERT):
             continue  # Inconclusive or unfinished: nothing was learned (yet)
+        if record.verdict is Verdict.REVERT and _reconfigured_since(history, index):
+            continue  # judged on a server that is gone (TP2 since can make it help)
         if comparable:
             return f"{label} was tried under a comparable load ({record.verdict.value})"
     return None
@@ -222,9 +226,10 @@ def _failed_transiently(candidate: Candidate, history: Sequence[TrialRecord]) ->
 
 
 def _reconfigured_since(history: Sequence[TrialRecord], index: int) -> bool:
-    """Another knob's change was kept after ``history[index]``: the server that kept trial was
-    judged on is gone, so what it showed about the range it left no longer holds (FP8 KV after
-    a lower max-num-seqs can make the higher one the better again)."""
+    """Another knob's change was kept after ``history[index]``: the server that trial was
+    judged on is gone, so what it showed no longer holds (FP8 KV after a lower max-num-seqs can
+    make the higher one the better again; a larger max-num-seqs reverted on one GPU can help
+    once tensor parallelism doubled the KV cache)."""
     knob = history[index].knob
     return any(r.verdict is Verdict.KEEP and r.knob != knob for r in history[index + 1 :])
 

@@ -79,6 +79,34 @@ def test_after_a_revert_the_next_rung_is_not_tried_under_the_same_load() -> None
     assert change.knob is not KnobName.MAX_NUM_SEQS
 
 
+def test_a_reverted_change_is_open_again_once_another_knobs_change_was_kept_since() -> None:
+    # max-num-seqs 512 lost on the old server; the kept step budget made a new server since.
+    window = queueing()
+    cl = command_line("--max-num-seqs", "256", "--max-num-batched-tokens", "4096")
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    reverted = record("256", "512", Verdict.REVERT, window.load)
+    change = next_change(
+        window, cl, [reverted, record("2048", "4096", Verdict.KEEP, None, batched)]
+    )
+    assert isinstance(change, Change)
+    # The kept knob continues first; once that rung is ruled out, the reverted change is open.
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "8192")
+    history = [
+        reverted,
+        record("2048", "4096", Verdict.KEEP, None, batched),
+        record("4096", "8192", Verdict.REVERT, window.load, batched),
+    ]
+    change = next_change(window, cl, history)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+    # Without the kept change in between it stays ruled out (the test above).
+    other = next_change(window, cl, [reverted, history[2]])
+    assert not isinstance(other, Change) or (other.knob, other.to_value) != (
+        KnobName.MAX_NUM_SEQS,
+        "512",
+    )
+
+
 def test_a_change_tried_under_a_different_load_may_be_tried_again() -> None:
     window = queueing()
     other = window.load.model_copy(
