@@ -6,7 +6,7 @@ spec's bounds (plus the starting value), gpu-memory-utilization in the operator'
 its ceiling, prefix caching and chunked prefill switched on when allowed and off at the start,
 the deployment problems (--enforce-eager, --cpu-offload-gb) kept or removed, each quantization
 variant, each KV-cache dtype, each speculative config, and tensor-parallel sizes up to the
-GPU budget. Points enumerate in vLLM ``auto_tune``'s order: max-num-seqs (outer) x
+GPU budget (without NVLink only when the spec sets ``force``, as the operator reads it). Points enumerate in vLLM ``auto_tune``'s order: max-num-seqs (outer) x
 max-num-batched-tokens (inner) first, then the other knobs, slowest. Pure.
 """
 
@@ -174,9 +174,12 @@ def dimensions(scenario: Scenario) -> list[Dimension]:
         raise SpaceError(
             f"--tensor-parallel-size {cv.tensor_parallel_size} but gpus is {scenario.gpus}"
         )
-    if knobs.tensor_parallel is not None:
+    tp = knobs.tensor_parallel
+    # Without NVLink the spec allows TP only with ``force`` (its documented meaning): a search
+    # that raised it anyway would leave what the user allowed.
+    if tp is not None and (tp.force or hardware_of(scenario).has_nvlink):
         sizes = [n for n in TENSOR_PARALLEL_LADDER if scenario.gpus <= n]
-        sizes = [n for n in sizes if n <= knobs.tensor_parallel.max_size]
+        sizes = [n for n in sizes if n <= tp.max_size]
         if len(sizes) > 1:
             dims.append(Dimension("tensorParallel", tuple(map(str, sizes)), _tensor_parallel))
     if knobs.quantization is not None:

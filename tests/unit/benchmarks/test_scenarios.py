@@ -88,6 +88,27 @@ def test_a_valid_scenario_becomes_a_latency_target_with_its_knobs_and_hardware()
     ]
 
 
+@pytest.mark.parametrize(
+    ("gpu", "tensor_parallel", "sizes"),
+    [
+        ("H100-SXM", {"maxSize": 4}, ["1", "2", "4"]),
+        ("L40S", {"maxSize": 4}, []),  # PCIe: the spec allows TP only with force
+        ("L40S", {"maxSize": 4, "force": True}, ["1", "2", "4"]),
+    ],
+)
+def test_tensor_parallel_sizes_are_in_the_space_as_far_as_the_spec_allows_them(
+    gpu: str, tensor_parallel: dict[str, Any], sizes: list[str]
+) -> None:
+    knobs = {**KNOBS, "maxNumSeqs": None, "tensorParallel": tensor_parallel}
+    data = bad(
+        hardware={"gpu": gpu, "gpus": 4},
+        latencyTarget=latency_target("llama", OBJECTIVES, knobs=knobs, evaluation=EVALUATION),
+    )
+    points = build_space(parse_scenario(data))
+    found = [dict(p.values).get("tensorParallel") for p in points]
+    assert found == (sizes or [None])
+
+
 def test_a_misspelt_field_is_named_with_the_spelling_expected() -> None:
     data = bad()
     data["workload"]["promtTokens"] = 3
