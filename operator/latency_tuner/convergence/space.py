@@ -6,8 +6,9 @@ spec's bounds (plus the starting value), gpu-memory-utilization in the operator'
 its ceiling, prefix caching and chunked prefill switched on when allowed and off at the start,
 the deployment problems (--enforce-eager, --cpu-offload-gb) kept or removed, each quantization
 variant, each KV-cache dtype, each speculative config, and tensor-parallel sizes up to the
-GPU budget (without NVLink only when the spec sets ``force``, as the operator reads it). Points enumerate in vLLM ``auto_tune``'s order: max-num-seqs (outer) x
-max-num-batched-tokens (inner) first, then the other knobs, slowest. Pure.
+GPU budget (without NVLink only when the spec sets ``force``, as the operator reads it).
+Points enumerate in vLLM ``auto_tune``'s order: max-num-seqs (outer) x max-num-batched-tokens
+(inner) first, then the other knobs, slowest. Pure.
 """
 
 from __future__ import annotations

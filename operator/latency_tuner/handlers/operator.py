@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import kopf
 from prometheus_client import start_http_server
 
@@ -82,9 +83,11 @@ def build_registry(
     mine = interested(holder)
 
     @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
+    async def login(**_: Any) -> kopf.AiohttpSession:
         # The same credentials as our own client: in-cluster, else --kubeconfig / KUBECONFIG.
-        return connection_info(make_api_client(config.kubeconfig).configuration)
+        client = await asyncio.to_thread(make_api_client, config.kubeconfig)
+        info = connection_info(client.configuration)
+        return bounded_session(info, connections=kopf_connections(config.namespaces))
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -222,6 +225,39 @@ def connection_info(c: Any) -> kopf.ConnectionInfo:
         token=token,
         certificate_path=c.cert_file,
         private_key_path=c.key_file,
+    )
+
+
+# kopf's own requests (progress and status patches, events) in flight to the API server at once,
+# per process. kopf's default pool has no limit: at thousands of targets per process against a
+# slow API server it held one connection per waiting patch (measured: 5,000-7,000 per shard at
+# 2,500 targets each, until the node ran out of ephemeral ports). A real API server queues or
+# refuses past its own in-flight limits (400 by default) anyway; waiting here is cheaper.
+KOPF_REQUESTS = 64
+# Long-lived watch streams per watched namespace (LatencyTargets, Deployments, CRDs, peering,
+# and room): they hold their connection, so the limit leaves them this on top.
+WATCH_STREAMS = 8
+
+
+def kopf_connections(namespaces: tuple[str, ...]) -> int:
+    """kopf's connection limit for the namespaces it watches (empty: the whole cluster)."""
+    return KOPF_REQUESTS + WATCH_STREAMS * max(1, len(namespaces))
+
+
+def bounded_session(info: kopf.ConnectionInfo, *, connections: int) -> kopf.AiohttpSession:
+    """kopf's client session for ``info``, as kopf builds its own but holding at most
+    ``connections`` connections: requests past them wait for one to come free."""
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections, ssl=info.as_ssl_context()),
+        headers=info.as_http_headers(),
+        proxy=info.proxy_url,
+        trust_env=info.trust_env,
+    )
+    return kopf.AiohttpSession(
+        aiohttp_session=session,
+        server=info.server,
+        default_namespace=info.default_namespace,
+        expiration=info.expiration,
     )
 
 
