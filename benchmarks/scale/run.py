@@ -42,7 +42,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the operator role imports the operator only once tracing is on
+    from latency_tuner.core.sharding.assignment import ShardMode
 
 NAMESPACE = "bench"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -219,7 +222,8 @@ class _World:
                 }
             )
             for i in range(self.targets):
-                name, namespace = f"vllm-{i:04d}", _namespace(i, self.namespaces)
+                name = f"vllm-{i:04d}"
+                namespace = self.namespace_of[name]
                 await api.create(_deployment(name, namespace))
                 await self._roll(api, name, 1)
                 lt = _latency_target(f"lt-{i:04d}", name, namespace, self.window, self.cooldown)
@@ -335,7 +339,7 @@ def _operator(
     shards: int = 1,
     shard: int = 0,
     trace_memory: str | None = None,
-    shard_mode: Literal["hash", "namespace", "label"] = "hash",
+    shard_mode: ShardMode = "hash",
     namespaces: int = 1,
 ) -> int:
     if trace_memory:  # before the operator's imports, so their allocations are traced too

@@ -11,10 +11,10 @@ import argparse
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from latency_tuner.api.durations import format_duration, parse_duration
-from latency_tuner.core.sharding.assignment import Sharding, ordinal
+from latency_tuner.core.sharding.assignment import Sharding, ShardMode, ordinal
 
 ENV_PREFIX = "LT_"
 
@@ -48,7 +48,7 @@ class OperatorSettings:
     # Sharding: this process is shard `shard_index` of `shards` (see core/sharding).
     shards: int = 1
     shard_index: int = 0
-    shard_mode: Literal["hash", "namespace", "label"] = "hash"
+    shard_mode: ShardMode = "hash"
     shard_lease_seconds: float = 180.0
     pod_name: str = ""  # who holds the claims; the pod's name (HOSTNAME) when unset
 
@@ -106,7 +106,7 @@ _CHOICES = {
     "metrics-source": ("prometheus", "scrape"),
     "log-format": ("plain", "json"),
     "log-level": ("debug", "info", "warning", "error"),
-    "shard-mode": ("hash", "namespace", "label"),
+    "shard-mode": get_args(ShardMode),
 }
 
 

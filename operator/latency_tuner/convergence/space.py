@@ -36,6 +36,7 @@ from latency_tuner.core.knobs import (
     ladder_in,
     next_gpu_memory_utilization,
 )
+from latency_tuner.core.knobs.tensor_parallel import allowed_on
 from latency_tuner.simulator.hardware import get_gpu
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -176,9 +177,9 @@ def dimensions(scenario: Scenario) -> list[Dimension]:
             f"--tensor-parallel-size {cv.tensor_parallel_size} but gpus is {scenario.gpus}"
         )
     tp = knobs.tensor_parallel
-    # Without NVLink the spec allows TP only with ``force`` (its documented meaning): a search
-    # that raised it anyway would leave what the user allowed.
-    if tp is not None and (tp.force or hardware_of(scenario).has_nvlink):
+    # The operator's own rule (without NVLink only with ``force``): a search that raised it
+    # anyway would leave what the user allowed.
+    if tp is not None and allowed_on(tp, hardware_of(scenario)):
         sizes = [n for n in TENSOR_PARALLEL_LADDER if scenario.gpus <= n]
         sizes = [n for n in sizes if n <= tp.max_size]
         if len(sizes) > 1:

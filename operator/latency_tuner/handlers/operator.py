@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl as ssl_
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -87,7 +88,8 @@ def build_registry(
         # The same credentials as our own client: in-cluster, else --kubeconfig / KUBECONFIG.
         client = await asyncio.to_thread(make_api_client, config.kubeconfig)
         info = connection_info(client.configuration)
-        return bounded_session(info, connections=kopf_connections(config.namespaces))
+        ssl = await asyncio.to_thread(info.as_ssl_context)  # reads the CA and key files
+        return bounded_session(info, ssl, connections=kopf_connections(config.namespaces))
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -244,11 +246,14 @@ def kopf_connections(namespaces: tuple[str, ...]) -> int:
     return KOPF_REQUESTS + WATCH_STREAMS * max(1, len(namespaces))
 
 
-def bounded_session(info: kopf.ConnectionInfo, *, connections: int) -> kopf.AiohttpSession:
-    """kopf's client session for ``info``, as kopf builds its own but holding at most
-    ``connections`` connections: requests past them wait for one to come free."""
+def bounded_session(
+    info: kopf.ConnectionInfo, ssl: ssl_.SSLContext, *, connections: int
+) -> kopf.AiohttpSession:
+    """kopf's client session for ``info`` (``ssl``: its ``as_ssl_context()``), as kopf builds
+    its own but holding at most ``connections`` connections: requests past them wait for one
+    to come free."""
     session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connections, ssl=info.as_ssl_context()),
+        connector=aiohttp.TCPConnector(limit=connections, ssl=ssl),
         headers=info.as_http_headers(),
         proxy=info.proxy_url,
         trust_env=info.trust_env,

@@ -44,7 +44,7 @@ async def test_a_slow_api_server_sees_no_more_connections_than_the_limit() -> No
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     info = kopf.ConnectionInfo(server=f"http://127.0.0.1:{port}", token="t0k", insecure=True)
-    context = bounded_session(info, connections=5)
+    context = bounded_session(info, info.as_ssl_context(), connections=5)
     try:
         assert context.server == info.server
 

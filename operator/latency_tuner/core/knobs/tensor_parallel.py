@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from latency_tuner.api.spec import TensorParallel as TensorParallelSpec
 from latency_tuner.core.config_view import ConfigView, parse_int
 from latency_tuner.core.evidence import Cause
+from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs.base import (
     AppliedChange,
     BaseKnob,
@@ -56,7 +58,7 @@ class TensorParallel(BaseKnob):
         gain = pull.gain
         if not ctx.hardware.has_nvlink:
             link = ctx.hardware.effective_interconnect or "unknown"
-            if not tp.force:
+            if not allowed_on(tp, ctx.hardware):
                 return (
                     f"tensor parallelism needs NVLink (interconnect: {link}); over PCIe its "
                     "all-reduces can make latency worse (set tensorParallel.force to try)"
@@ -68,6 +70,12 @@ class TensorParallel(BaseKnob):
         if step is None:
             return f"tensor parallelism is at its limit ({ctx.view.tensor_parallel_size} GPUs)"
         return [Option(str(step), gain)]
+
+
+def allowed_on(tp: TensorParallelSpec | None, hardware: HardwareInfo) -> bool:
+    """Whether the spec lets tensor parallelism be raised on this hardware at all: allowed, and
+    over an NVLink-class interconnect unless ``force`` is set."""
+    return tp is not None and (tp.force or hardware.has_nvlink)
 
 
 KNOB = TensorParallel()
