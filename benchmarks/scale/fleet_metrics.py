@@ -1,4 +1,4 @@
-"""The /metrics of a whole fleet of simulated vLLM pods, from one endpoint, for Prometheus.
+"""The /metrics of a whole fleet of simulated vLLM pods, one scrape target a namespace.
 
 Each Deployment's current pod exposes every family the operator reads (``vllm.metrics``,
 current names, vLLM's own bucket boundaries: 178 series a pod) under the labels a Kubernetes
@@ -84,10 +84,13 @@ class FleetMetrics:
         # Deployment -> (pod, its series, healthy requests, slow requests, last scrape)
         self._state: dict[str, tuple[str, list[_Series], float, float, float]] = {}
 
-    def render(self) -> bytes:
+    def render(self, namespace: str | None = None) -> bytes:
+        """The exposition of ``namespace``'s pods (every pod's when None)."""
         now = self._clock()
         chunks: list[str] = []
         for deployment, pod in list(self.pods.items()):
+            if namespace is not None and self.namespaces[deployment] != namespace:
+                continue
             state = self._state.get(deployment)
             if state is None or state[0] != pod:
                 state = (pod, _series(self.namespaces[deployment], pod), 0.0, 0.0, now)

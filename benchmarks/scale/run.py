@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,6 +179,7 @@ class _World:
         from benchmarks.scale.fleet_metrics import FleetMetrics
 
         self.fleet = FleetMetrics(self.namespace_of, self.pod)
+        self.fleet_namespaces = sorted(set(self.namespace_of.values()))
 
     async def serve(self, kubeconfig: Path) -> None:
         from latency_tuner.api.crd import build_crd
@@ -240,7 +242,8 @@ class _World:
             loop = asyncio.get_running_loop()
             threading.Thread(target=self._commands, args=(api, loop, stop), daemon=True).start()
             _say({"ready": True, "setup_seconds": round(time.monotonic() - started, 2),
-                  "metrics_port": metrics_port})  # fmt: skip
+                  "metrics_port": metrics_port,
+                  "metrics_paths": [f"/metrics/{ns}" for ns in self.fleet_namespaces]})  # fmt: skip
             controller = asyncio.create_task(self._control(api, events))
             await stop.wait()
             controller.cancel()
@@ -248,16 +251,22 @@ class _World:
                 await controller
 
     async def _serve_metrics(self) -> int:
-        """Every pod's /metrics from one endpoint on 127.0.0.1 (Prometheus scrapes it)."""
+        """The pods' /metrics on 127.0.0.1, one path a namespace (``/metrics/<namespace>``):
+        Prometheus scrapes each as its own target (its own ``instance``, as a pod would be),
+        so no scrape renders the whole fleet at once (one 1.7 M-line scrape of 10,000 pods
+        outlasted its timeout and held the emulator's event loop while it rendered)."""
         from aiohttp import web
 
         from latency_tuner.sandbox.prometheus import free_port
 
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(body=self.fleet.render(), content_type="text/plain")
+        async def metrics(request: web.Request) -> web.Response:
+            namespace = request.match_info["namespace"]
+            if namespace not in self.fleet_namespaces:
+                raise web.HTTPNotFound()
+            return web.Response(body=self.fleet.render(namespace), content_type="text/plain")
 
         app = web.Application()
-        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/metrics/{namespace}", metrics)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         port = free_port()
@@ -533,10 +542,12 @@ def _wait(check: Any, timeout: float, every: float = 1.0) -> bool:
 
 
 class _Prometheus:
-    """Debian's Prometheus scraping the fleet's one endpoint (``honor_labels``: the pods'
+    """Debian's Prometheus scraping the fleet, one target a path (``honor_labels``: the pods'
     ``namespace``/``pod`` labels are kept), on 127.0.0.1, its TSDB in ``workdir``."""
 
-    def __init__(self, workdir: Path, metrics_port: int, scrape: float, log: IO[str]) -> None:
+    def __init__(
+        self, workdir: Path, metrics_port: int, paths: list[str], scrape: float, log: IO[str]
+    ) -> None:
         from latency_tuner.sandbox.prometheus import binary, free_port
 
         exe = binary()
@@ -551,8 +562,14 @@ class _Prometheus:
             "  - job_name: vllm\n"
             "    honor_labels: true\n"
             f"    scrape_timeout: {scrape:g}s\n"
-            f"    static_configs: [{{targets: ['127.0.0.1:{metrics_port}']}}]\n"
+            "    static_configs:\n"
+            + "".join(
+                f"      - {{targets: ['127.0.0.1:{metrics_port}'], "
+                f"labels: {{__metrics_path__: '{path}', instance: '{path}'}}}}\n"
+                for path in paths
+            )
         )
+        self.targets = len(paths)
         self.popen = subprocess.Popen(
             [exe, f"--config.file={config}", f"--storage.tsdb.path={workdir / f'tsdb-{self.port}'}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h"],
@@ -568,14 +585,15 @@ class _Prometheus:
         return body.decode()
 
     def wait_scraped(self, timeout: float) -> bool:
-        """Until the fleet's endpoint has been scraped successfully."""
+        """Until every path of the fleet has been scraped successfully."""
 
         def up() -> bool:
             try:
                 answer = json.loads(self._get("/api/v1/query?query=up"))
             except OSError:
                 return False
-            return any(r["value"][1] == "1" for r in answer["data"]["result"])
+            ready = sum(r["value"][1] == "1" for r in answer["data"]["result"])
+            return int(ready) >= self.targets
 
         return _wait(up, timeout, every=0.5)
 
@@ -589,6 +607,16 @@ class _Prometheus:
             ):
                 total += float(line.rsplit(" ", 1)[1])
         return int(total)
+
+    def scrapes(self) -> dict[str, float]:
+        """The fleet's scrapes now: targets down and the slowest scrape [s]."""
+        out: dict[str, float] = {}
+        for key, query in (("targets_down", "count(up == 0) or vector(0)"),
+                           ("slowest_scrape_s", "max(scrape_duration_seconds)")):  # fmt: skip
+            answer = json.loads(self._get("/api/v1/query?query=" + urllib.parse.quote(query)))
+            result = answer["data"]["result"]
+            out[key] = round(float(result[0]["value"][1]), 3) if result else 0.0
+        return out
 
     def series(self) -> int:
         for line in self._get("/metrics").splitlines():
@@ -633,7 +661,9 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
         try:
             hello = world.read(600)
             result["world_setup_s"] = hello["setup_seconds"]
-            prometheus = _Prometheus(workdir, hello["metrics_port"], options.scrape, plog)
+            prometheus = _Prometheus(
+                workdir, hello["metrics_port"], hello["metrics_paths"], options.scrape, plog
+            )
             if not prometheus.wait_scraped(120):
                 raise RuntimeError("Prometheus did not scrape the fleet (see its log)")
             time.sleep(window + options.scrape)  # a full window of samples before the operator
@@ -684,6 +714,7 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             result["phases_at_converge"] = stats["phases"]
             result["metrics_available_at_converge"] = stats["metrics"]
             result["operator_rss_converged_mib"] = round(operator.memory()[0], 1)
+            result["scrapes_at_converge"] = prometheus.scrapes()
 
             # Steady state: every target converged, re-checked after each cooldown.
             t0, c0, w0, m0 = time.monotonic(), operator.cpu(), world.cpu(), _machine_busy()
