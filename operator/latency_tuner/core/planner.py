@@ -16,6 +16,10 @@ removes what history rules out:
   not tried again either: once may be bad luck, twice means its windows cannot be judged and
   another try would spend the same rollouts for the same nothing; nor after
   ``MAX_INCONCLUSIVE_ANY_LOAD`` times under any loads (a load that never holds still);
+- one Inconclusive is enough when both of its windows were saturated and the trial drained no
+  more than the baseline: that is no bad luck, the same server under the same arrivals
+  saturates again. It is open again under a different load, or once another knob's change was
+  kept since (the server that saturated is gone);
 - a numeric knob does not step back into the range a kept trial moved it out of (the kept
   trial showed that side is worse under this load), unless another knob's change was kept
   since (the configuration that trial was judged on is gone).
@@ -39,6 +43,7 @@ from latency_tuner.core.evidence import Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobName, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
+from latency_tuner.core.verdict import BOTH_SATURATED
 from latency_tuner.vllm.args import VllmCommandLine
 
 LOAD_TOLERANCE = 0.25  # relative difference in rate and request shape still "the same load"
@@ -68,6 +73,7 @@ class TrialRecord:
     score_before: float | None = None
     score_after: float | None = None
     transient: bool = False  # a Failed trial whose pods only waited for resources
+    saturated: bool = False  # an Inconclusive trial whose windows were both saturated
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialRecord:
@@ -84,11 +90,17 @@ class TrialRecord:
                     requests=snapshot.requests,
                 )
                 break
-        transient = trial.verdict is Verdict.FAILED and (trial.reason or "").startswith(
-            TRANSIENT_FAILURE
-        )
+        reason = trial.reason or ""
+        transient = trial.verdict is Verdict.FAILED and reason.startswith(TRANSIENT_FAILURE)
+        saturated = trial.verdict is Verdict.INCONCLUSIVE and reason.startswith(BOTH_SATURATED)
         return cls(
-            trial.knob, trial.from_value, trial.to_value, trial.verdict, load, transient=transient
+            trial.knob,
+            trial.from_value,
+            trial.to_value,
+            trial.verdict,
+            load,
+            transient=transient,
+            saturated=saturated,
         )
 
 
@@ -198,6 +210,13 @@ def _ruled_out(
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
         if record.verdict is Verdict.INCONCLUSIVE:
+            if record.saturated and _reconfigured_since(history, index):
+                continue  # the server that saturated is gone
+            if record.saturated and comparable:
+                return (
+                    f"{label} could not be judged under a comparable load: both windows were "
+                    "saturated and it drained no more requests"
+                )
             inconclusive += 1
             comparable_inconclusive += comparable
             if comparable_inconclusive >= MAX_INCONCLUSIVE:

@@ -55,6 +55,9 @@ UNNAMED_WORSE = 1.0
 # The most improvement the noise gate may demand: a halved score is a real effect whatever
 # three 1/3-window sub-windows suggest (their p90s rest on a handful of requests each).
 MAX_REQUIRED = 0.5
+# How an Inconclusive reason starts when both arms were saturated and the trial drained no more
+# than the baseline: the planner reads it (a repeat under the same load saturates again).
+BOTH_SATURATED = "both windows saturated (their latencies are lower bounds)"
 
 
 class Outcome(StrEnum):
@@ -185,7 +188,7 @@ def _bounded(
             f"{judged.reason}"
         )
         return replace(judged, outcome=Outcome.KEEP, reason=reason)
-    return inconclusive("both windows saturated (their latencies are lower bounds)")
+    return inconclusive(BOTH_SATURATED)
 
 
 def guard_unnamed(baseline: Observation, trial: Observation, objectives: Objectives) -> str | None:

@@ -20,6 +20,7 @@ from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.planner import Exhausted, TrialRecord, plan
+from latency_tuner.core.verdict import BOTH_SATURATED
 from latency_tuner.vllm.args import VllmCommandLine
 
 TTFT = objectives(ttft="500ms")
@@ -139,6 +140,73 @@ def test_a_change_inconclusive_twice_under_a_comparable_load_is_not_tried_a_thir
                        max_num_batched_tokens=None, prefix_caching=False)  # fmt: skip
     assert isinstance(only, Exhausted)
     assert "maxNumSeqs -> 512 was Inconclusive 2 times under a comparable load" in only.reason
+
+
+def saturated(to: str, load: LoadFingerprint | None, knob: str = SEQS) -> TrialRecord:
+    return TrialRecord(knob, None, to, Verdict.INCONCLUSIVE, load, saturated=True)
+
+
+def test_a_change_inconclusive_once_with_both_windows_saturated_rests_under_that_load() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    once = next_change(window, command_line(), [saturated("512", window.load)],
+                       gpu_memory_utilization=None, max_num_batched_tokens=None,
+                       prefix_caching=False)  # fmt: skip
+    assert isinstance(once, Exhausted)
+    assert "maxNumSeqs -> 512 could not be judged under a comparable load" in once.reason
+    # An Inconclusive for another reason (too few requests, say) is still tried once more.
+    plain = [record(None, "512", Verdict.INCONCLUSIVE, window.load)]
+    again = next_change(window, command_line(), plain, gpu_memory_utilization=None,
+                        max_num_batched_tokens=None, prefix_caching=False)  # fmt: skip
+    assert isinstance(again, Change)
+    assert (again.knob, again.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
+def test_a_saturated_inconclusive_change_is_open_under_another_load_or_on_a_changed_server() -> (
+    None
+):
+    window = queueing(running_mean=500.0, running_max=512.0)
+    lighter = window.load.model_copy(
+        update={"request_rate": window.load.request_rate / 3, "concurrency_mean": 50.0}
+    )
+    elsewhere = next_change(window, command_line(), [saturated("512", lighter)],
+                            max_num_batched_tokens=None, gpu_memory_utilization=None,
+                            prefix_caching=False)  # fmt: skip
+    assert isinstance(elsewhere, Change)
+    assert (elsewhere.knob, elsewhere.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+    # The step budget was kept after it: the server that saturated is gone.
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    cl = command_line("--max-num-batched-tokens", "4096")
+    history = [
+        saturated("512", window.load),
+        record("2048", "4096", Verdict.KEEP, window.load, batched),
+        record("4096", "8192", Verdict.REVERT, window.load, batched),
+    ]
+    reopened = next_change(window, cl, history, gpu_memory_utilization=None,
+                           prefix_caching=False)  # fmt: skip
+    assert isinstance(reopened, Change)
+    assert (reopened.knob, reopened.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+    closed = next_change(window, cl, [history[0], history[2]], gpu_memory_utilization=None,
+                         prefix_caching=False)  # fmt: skip
+    assert not isinstance(closed, Change) or closed.knob is not KnobName.MAX_NUM_SEQS
+
+
+def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_saturated() -> None:
+    trial = Trial.model_validate(
+        {
+            "id": 1,
+            "knob": SEQS,
+            "from": None,
+            "to": "512",
+            "startedAt": "2026-12-02T09:00:00Z",
+            "verdict": "Inconclusive",
+            "reason": f"{BOTH_SATURATED}: score 65.25 -> 65.20 (-0%; needs better than -5%)",
+        }
+    )
+    assert TrialRecord.from_trial(trial).saturated
+    other = trial.model_copy(update={"reason": "too few requests in the trial window: 3 < 40"})
+    assert not TrialRecord.from_trial(other).saturated
+    kept = trial.model_copy(update={"verdict": Verdict.KEEP})
+    assert not TrialRecord.from_trial(kept).saturated
 
 
 def test_inconclusive_trials_under_another_load_do_not_count_against_a_change() -> None:
