@@ -194,6 +194,35 @@ async def test_a_batch_answers_every_target_of_a_fleet_as_its_own_queries_do(
         assert few.queries_sent == all_targets
         # 41 here: ~34 aggregates, some asked under two name generations (qwen, phi).
         assert all_targets < 2 * 32  # fewer than two targets' own queries
+
+        # At most 8 targets a query: the same answers, from whole namespaces in three chunks.
+        chunked = BatchedPrometheus(
+            PrometheusSource(PrometheusSettings(url=prometheus.url, max_response_bytes=64 << 20)),
+            max_age=60,
+            max_targets=8,
+        )
+        try:
+            pieces = await asyncio.gather(
+                *(
+                    chunked.observe_recent(
+                        matchers=m, window_seconds=4, percentiles=[90, 95], end=end
+                    )
+                    for m in TARGETS
+                )
+            )
+            for matchers, a, b in zip(TARGETS, own, pieces, strict=True):
+                assert_same(a, b, str(matchers))
+            # Targets asked per namespace: ml 5 (the ghost counts), team-b 6 (its own matchers
+            # included), team-c 1, team-d 8 (a chunk of its own: never split).
+            assert chunked.chunks(["ml", "team-b", "team-c", "team-d"]) == [
+                ["ml"],
+                ["team-b", "team-c"],
+                ["team-d"],
+            ]
+            assert chunked.batches_sent == 1
+            assert all_targets < chunked.queries_sent <= 4 * all_targets
+        finally:
+            chunked.close()
     finally:
         single.close()
         batched.close()
