@@ -175,7 +175,7 @@ class BatchedPrometheus:
         batch = _Batch(window, end, set(self._namespaces), set(self._labels), created=now)
         self._batches.append(batch)
         self._sending.add(task := asyncio.create_task(self._send(batch)))
-        task.add_done_callback(self._sending.discard)  # failures land in batch.result
+        task.add_done_callback(self._sending.discard)  # failures land in the chunks' results
         return batch
 
     def chunks(self, namespaces: Iterable[str]) -> list[list[str]]:
