@@ -142,6 +142,14 @@ def test_a_change_inconclusive_twice_under_a_comparable_load_is_not_tried_a_thir
     assert "maxNumSeqs -> 512 was Inconclusive 2 times under a comparable load" in only.reason
 
 
+def status_trial(verdict: str, **fields: object) -> Trial:
+    """Trial 1 of the status: max-num-seqs (absent) -> 512, with ``verdict`` and ``fields``."""
+    return Trial.model_validate(
+        {"id": 1, "knob": SEQS, "from": None, "to": "512",
+         "startedAt": "2026-12-02T09:00:00Z", "verdict": verdict, **fields}
+    )  # fmt: skip
+
+
 def saturated(to: str, load: LoadFingerprint | None, knob: str = SEQS) -> TrialRecord:
     return TrialRecord(knob, None, to, Verdict.INCONCLUSIVE, load, saturated=True)
 
@@ -191,16 +199,9 @@ def test_a_saturated_inconclusive_change_is_open_under_another_load_or_on_a_chan
 
 
 def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_saturated() -> None:
-    trial = Trial.model_validate(
-        {
-            "id": 1,
-            "knob": SEQS,
-            "from": None,
-            "to": "512",
-            "startedAt": "2026-12-02T09:00:00Z",
-            "verdict": "Inconclusive",
-            "reason": f"{BOTH_SATURATED}: score 65.25 -> 65.20 (-0%; needs better than -5%)",
-        }
+    trial = status_trial(
+        "Inconclusive",
+        reason=f"{BOTH_SATURATED}: score 65.25 -> 65.20 (-0%; needs better than -5%)",
     )
     assert TrialRecord.from_trial(trial).saturated
     other = trial.model_copy(update={"reason": "too few requests in the trial window: 3 < 40"})
@@ -360,17 +361,7 @@ def test_a_record_with_unreadable_values_has_no_direction() -> None:
 
 def test_a_status_trial_becomes_a_record_with_the_load_it_was_judged_under() -> None:
     before = MetricSnapshot(request_rate=2.0, prompt_tokens_mean=500.0, concurrency=8.0)
-    trial = Trial.model_validate(
-        {
-            "id": 1,
-            "knob": SEQS,
-            "from": None,
-            "to": "512",
-            "startedAt": "2026-12-02T09:00:00Z",
-            "verdict": "Revert",
-            "before": before.model_dump(),
-        }
-    )
+    trial = status_trial("Revert", before=before.model_dump())
     rec = TrialRecord.from_trial(trial)
     assert (rec.knob, rec.from_value, rec.to_value, rec.verdict) == (
         SEQS,
