@@ -31,12 +31,14 @@ class _Answers(PrometheusSource):
         return []
 
 
-def test_whole_namespaces_are_packed_up_to_the_limit_and_a_big_one_stands_alone() -> None:
+async def test_whole_namespaces_are_packed_up_to_the_limit_and_a_big_one_stands_alone() -> None:
     batched = BatchedPrometheus(_Answers(), max_age=60, max_targets=4)
-    for namespace, targets in (("a", 3), ("b", 1), ("c", 6), ("d", 2), ("e", 2)):
-        for i in range(targets):
-            batched._targets.setdefault(namespace, {})[f"t{i}"] = 0.0
+    fleet = {"a": 3, "b": 1, "c": 6, "d": 2, "e": 2}  # targets per namespace
     try:
+        for namespace, targets in fleet.items():
+            for i in range(targets):
+                matchers = default_matchers(namespace, f"model-{i}")
+                await batched.observe_recent(matchers=matchers, window_seconds=30, end=1000.0)
         assert batched.chunks(["e", "d", "c", "b", "a"]) == [["a", "b"], ["c"], ["d", "e"]]
         # A namespace no target asked for yet weighs one.
         assert batched.chunks(["x", "y"]) == [["x", "y"]]
