@@ -88,6 +88,10 @@ class MetricSnapshot(StatusModel):
     """End-to-end latency at the e2e objective's percentile (p95 if none), in seconds."""
     request_rate: float | None = Field(default=None, ge=0)
     """Finished requests per second."""
+    arrival_rate: float | None = Field(default=None, ge=0)
+    """Requests per second that arrived: the finished ones plus the growth of those in flight
+    (above requestRate when the server falls behind); the offered load trials are compared
+    by."""
     prompt_tokens_mean: float | None = Field(default=None, ge=0)
     """Mean prompt length in tokens."""
     generation_tokens_mean: float | None = Field(default=None, ge=0)

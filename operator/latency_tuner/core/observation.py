@@ -28,7 +28,11 @@ class LoadFingerprint(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    request_rate: float = Field(description="finished requests per second")
+    request_rate: float = Field(
+        description="offered requests per second: the finished ones plus those that piled up "
+        "in flight (``Observation.arrival_rate``); the finished rate alone is what a "
+        "saturated server manages, and moves with the configuration"
+    )
     prompt_tokens_mean: float = Field(description="mean prompt length in tokens")
     generation_tokens_mean: float = Field(description="mean output length in tokens")
     concurrency_mean: float = Field(description="mean running + waiting requests")
@@ -215,9 +219,20 @@ class Observation(BaseModel):
         )
 
     @property
+    def arrivals(self) -> float:
+        return arrivals(self.requests, self.running_delta, self.waiting_delta)
+
+    @property
+    def arrival_rate(self) -> float:
+        """Requests per second that arrived: the finished rate plus the in-flight growth."""
+        if self.window_seconds <= 0:
+            return self.request_rate
+        return self.request_rate + (self.arrivals - self.requests) / self.window_seconds
+
+    @property
     def load(self) -> LoadFingerprint:
         return LoadFingerprint(
-            request_rate=self.request_rate,
+            request_rate=self.arrival_rate,
             prompt_tokens_mean=self.prompt_tokens_mean or 0.0,
             generation_tokens_mean=self.generation_tokens_mean or 0.0,
             concurrency_mean=(self.running_mean or 0.0) + (self.waiting_mean or 0.0),
@@ -233,6 +248,23 @@ class NoData(BaseModel):
     reason: str
     window_seconds: float
     requests: int = 0
+    # The in-flight gauges, when the window had them: requests that piled up while none
+    # finished are a stalled server, not a quiet one (``core.saturation``).
+    running_delta: float | None = None
+    waiting_delta: float | None = None
+    waiting_mean: float | None = None
+
+    @property
+    def arrivals(self) -> float:
+        return arrivals(self.requests, self.running_delta, self.waiting_delta)
 
 
 ObservationResult = Observation | NoData
+
+
+def arrivals(finished: int, running_delta: float | None, waiting_delta: float | None) -> float:
+    """Requests that arrived in a window: those finished plus the growth of those in flight
+    (running and waiting, start to end of the window); the finished count when the gauges are
+    unknown or fell (a backlog draining finishes requests that arrived before the window)."""
+    grew = [d for d in (running_delta, waiting_delta) if d is not None]
+    return max(float(finished), finished + sum(grew))

@@ -83,7 +83,7 @@ class TrialRecord:
         for snapshot in (trial.before, trial.after):
             if snapshot is not None and snapshot.request_rate is not None:
                 load = LoadFingerprint(
-                    request_rate=snapshot.request_rate,
+                    request_rate=snapshot.arrival_rate or snapshot.request_rate,
                     prompt_tokens_mean=snapshot.prompt_tokens_mean or 0.0,
                     generation_tokens_mean=snapshot.generation_tokens_mean or 0.0,
                     concurrency_mean=snapshot.concurrency or 0.0,

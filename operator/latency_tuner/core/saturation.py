@@ -7,7 +7,8 @@ waiting queue grew by more than the counting noise of the arrivals: with Poisson
 steady queue wanders by about sqrt(arrivals), a backlog that grows past ``GROWTH_SIGMAS`` of
 that is the server finishing fewer requests than arrive. A saturated window is evidence on its
 own, however few requests it finished: its latencies of finished requests are lower bounds (the
-requests still waiting will be slower).
+requests still waiting will be slower). That holds with none finished too (a ``NoData`` window
+that carries its gauges): a stalled server, not a quiet one.
 
 Queueing delay by Little's law: mean time in queue = mean queue length / arrival rate. vLLM
 records a request's queue time when it finishes but its TTFT at the first token, so under a
@@ -29,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 from latency_tuner.core.evidence import Evidence
-from latency_tuner.core.observation import Observation
+from latency_tuner.core.observation import Observation, ObservationResult
 
 GROWTH_SIGMAS = 2.0  # backlog growth beyond this many sqrt(arrivals): not a steady queue wandering
 BUSY_IN_FLIGHT = 1.0  # mean requests in flight: the server never idled
@@ -90,20 +91,19 @@ class Flow:
         )
 
 
-def flow(obs: Observation) -> Flow:
-    """The window's arrivals, backlog growth and Little's-law queueing delay."""
-    grew = [d for d in (obs.running_delta, obs.waiting_delta) if d is not None]
-    in_flight_growth = sum(grew) if grew else 0.0
+def flow(obs: ObservationResult) -> Flow:
+    """The window's arrivals, backlog growth and Little's-law queueing delay (of a window
+    with no finished request too: its arrivals are what piled up in flight)."""
     return Flow(
         finished=obs.requests,
-        arrivals=max(float(obs.requests), obs.requests + in_flight_growth),
+        arrivals=obs.arrivals,
         backlog_growth=obs.waiting_delta,
         window_seconds=obs.window_seconds,
         waiting_mean=obs.waiting_mean,
     )
 
 
-def saturated(obs: Observation) -> bool:
+def saturated(obs: ObservationResult) -> bool:
     return flow(obs).saturated
 
 

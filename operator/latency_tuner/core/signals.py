@@ -120,7 +120,13 @@ def assemble(
         )
     finished = round(requests)
     if finished <= 0:
-        return NoData(reason="no requests finished in the window", window_seconds=window_seconds)
+        return NoData(
+            reason="no requests finished in the window",
+            window_seconds=window_seconds,
+            running_delta=get(_q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_RUNNING)),
+            waiting_delta=get(_q(QueryKind.GAUGE_SUM_DELTA, Signal.REQUESTS_WAITING)),
+            waiting_mean=get(_q(QueryKind.GAUGE_SUM_AVG, Signal.REQUESTS_WAITING)),
+        )
 
     def quantiles(signal: Signal) -> dict[int, float]:
         out: dict[int, float] = {}

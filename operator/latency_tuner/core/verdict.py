@@ -1,6 +1,9 @@
 """Did the trial help? Compare its window with the baseline window.
 
 - NoData: either window has nothing to measure. Its own outcome, never a failure: measure again.
+  Except a trial window where no request finished while the waiting queue grew beyond chance
+  (a stalled server, ``_stalled``): reverted against a baseline that kept up, Inconclusive as
+  two saturated windows against one that did not.
 - Inconclusive: too few requests (< minRequests), an objective's quantile unknown, or a load
   that is not comparable (request rate, prompt or output length beyond the tolerance) in a
   way that could explain the result: a trial better under a heavier load (a faster server's
@@ -98,6 +101,8 @@ def judge_trial(
     if isinstance(baseline, NoData):
         return Judgement(Outcome.NO_DATA, f"no data in the baseline window: {baseline.reason}")
     if isinstance(trial, NoData):
+        if saturated(trial) and usable(baseline, min_requests):
+            return _stalled(baseline, trial)
         return Judgement(Outcome.NO_DATA, f"no data in the trial window: {trial.reason}")
     sat_before, sat_after = saturated(baseline), saturated(trial)
     for name, obs in (("baseline", baseline), ("trial", trial)):
@@ -135,6 +140,26 @@ def judge_trial(
     if load_change is not None:
         return _despite_load(judged, load_change, heavier)
     return judged
+
+
+def _stalled(baseline: Observation, trial: NoData) -> Judgement:
+    """The trial finished no request while its waiting queue grew beyond chance: a stalled
+    server. Against a baseline that kept up with its arrivals it is surely worse (Revert);
+    against a saturated baseline it drained no more (Inconclusive, as two saturated windows
+    where the trial finished fewer)."""
+    t, b = flow(trial), flow(baseline)
+    stalled = (
+        f"the trial finished none of {t.arrivals:.0f} arrivals (its waiting queue grew by "
+        f"{t.backlog_growth or 0.0:.0f})"
+    )
+    if b.saturated:
+        return Judgement(
+            Outcome.INCONCLUSIVE,
+            f"{BOTH_SATURATED}: {stalled}, the baseline {b.finished} of {b.arrivals:.0f}",
+        )
+    return Judgement(
+        Outcome.REVERT, f"{stalled}, while the baseline kept up ({b.finished} finished)"
+    )
 
 
 def _despite_load(judged: Judgement, load_change: str, heavier: int) -> Judgement:
@@ -303,7 +328,7 @@ def _details(before: Score, after: Score) -> str:
 
 
 _LOAD_LABELS = {
-    "request_rate": ("request rate", "/s"),
+    "request_rate": ("arrival rate", "/s"),
     "concurrency_mean": ("requests in flight", ""),
     "prompt_tokens_mean": ("mean prompt", " tokens"),
     "generation_tokens_mean": ("mean output", " tokens"),

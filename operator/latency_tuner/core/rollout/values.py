@@ -116,6 +116,7 @@ def metric_snapshot(spec: LatencyTargetSpec, obs: Observation, stamp: str) -> Me
         itl_seconds=at("itl"),
         e2e_seconds=at("e2e"),
         request_rate=obs.request_rate,
+        arrival_rate=obs.arrival_rate if obs.arrivals > obs.requests else None,
         prompt_tokens_mean=obs.prompt_tokens_mean,
         generation_tokens_mean=obs.generation_tokens_mean,
         concurrency=obs.load.concurrency_mean if obs.running_mean is not None else None,

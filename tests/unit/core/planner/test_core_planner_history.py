@@ -210,6 +210,18 @@ def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_sat
     assert not TrialRecord.from_trial(kept).saturated
 
 
+def test_a_status_trial_is_compared_by_the_load_that_arrived_when_its_snapshot_has_it() -> None:
+    snapshot = {"requestRate": 0.1, "promptTokensMean": 2000.0, "generationTokensMean": 120.0,
+                "concurrency": 80.0, "requests": 2}  # fmt: skip
+    fell_behind = status_trial("Inconclusive", before={**snapshot, "arrivalRate": 4.0})
+    load = TrialRecord.from_trial(fell_behind).load
+    assert load is not None
+    assert load.request_rate == 4.0
+    kept_up = TrialRecord.from_trial(status_trial("Inconclusive", before=snapshot)).load
+    assert kept_up is not None
+    assert kept_up.request_rate == 0.1
+
+
 def test_inconclusive_trials_under_another_load_do_not_count_against_a_change() -> None:
     window = queueing(running_mean=500.0, running_max=512.0)
     elsewhere = window.load.model_copy(

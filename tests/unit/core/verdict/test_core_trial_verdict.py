@@ -118,7 +118,7 @@ def test_a_load_that_moved_both_ways_is_inconclusive_and_says_which_numbers_move
     j = verdict(window(0.82), window(0.5, request_rate=4.0, prompt_tokens_mean=300.0))
     assert j.outcome is Outcome.INCONCLUSIVE
     assert j.reason == (
-        "load changed: request rate 2/s -> 4/s (beyond ±25%); "
+        "load changed: arrival rate 2/s -> 4/s (beyond ±25%); "
         "mean prompt 500 tokens -> 300 tokens (beyond ±25%)"
     )
     assert j.outcome.status_verdict is Verdict.INCONCLUSIVE
@@ -131,7 +131,7 @@ def test_a_trial_better_under_a_heavier_load_is_kept_and_says_the_load_moved() -
     j = verdict(window(0.82), heavier)
     assert j.outcome is Outcome.KEEP
     assert j.reason.endswith(
-        "under a heavier load (request rate 2/s -> 12/s (beyond ±25%); "
+        "under a heavier load (arrival rate 2/s -> 12/s (beyond ±25%); "
         "requests in flight 8 -> 40 (beyond ±25%); mean prompt 500 tokens -> 900 tokens "
         "(beyond ±25%))"
     )
@@ -141,14 +141,14 @@ def test_a_trial_worse_under_a_heavier_load_is_inconclusive_not_reverted() -> No
     busier = window(1.2, request_rate=6.0, running_mean=30.0)
     j = verdict(window(0.82), busier)
     assert j.outcome is Outcome.INCONCLUSIVE
-    assert j.reason.startswith("load changed: request rate 2/s -> 6/s")
+    assert j.reason.startswith("load changed: arrival rate 2/s -> 6/s")
 
 
 def test_a_trial_worse_under_a_lighter_load_is_reverted() -> None:
     quieter = window(1.2, request_rate=0.5, running_mean=2.0)
     j = verdict(window(0.82), quieter)
     assert j.outcome is Outcome.REVERT
-    assert "under a lighter load (request rate 2/s -> 0.5/s" in j.reason
+    assert "under a lighter load (arrival rate 2/s -> 0.5/s" in j.reason
 
 
 def test_a_load_change_within_tolerance_is_still_comparable() -> None:

@@ -1,17 +1,19 @@
 """Judging trials under sparse traffic, saturation and unnamed latencies (issues 19 and 12):
 score changes within sampling noise are not kept, arrival counts that differ by chance are
-the same load, a saturated arm's latencies are lower bounds, and a Keep that makes a latency
-no objective names much worse is reverted."""
+the same load, a saturated arm's latencies are lower bounds, a trial that finishes nothing
+while its queue grows is a stalled server, and a Keep that makes a latency no objective names
+much worse is reverted."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tests.unit.core.builders import healthy, objectives
 
 from latency_tuner.api.spec import Objectives
-from latency_tuner.core.observation import Observation
-from latency_tuner.core.verdict import Judgement, Outcome, judge_trial
+from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.verdict import BOTH_SATURATED, Judgement, Outcome, judge_trial
 
 TTFT = objectives(ttft="500ms")
 
@@ -31,7 +33,7 @@ def sparse(ttft_p90: float, requests: int = 40, **overrides: Any) -> Observation
 
 def judge(
     baseline: Observation,
-    trial: Observation,
+    trial: ObservationResult,
     goals: Objectives = TTFT,
     min_requests: int = 20,
 ) -> Judgement:
@@ -128,6 +130,53 @@ def test_of_two_saturated_windows_the_one_that_finishes_clearly_more_is_kept() -
     assert j.outcome is Outcome.KEEP, j.reason
     assert j.reason.startswith("both windows saturated")
     assert judge(saturated(), saturated()).outcome is Outcome.INCONCLUSIVE
+
+
+def test_a_saturated_window_offers_the_load_that_arrived_not_what_it_finished() -> None:
+    # 6 finished and the queue grew by 60 in 30 s: 2.2 requests/s arrived, 0.2/s were served.
+    assert saturated().load.request_rate == pytest.approx(0.2 + 60 / 30)
+    assert saturated().arrivals == 66
+    # A window that keeps up (or drains) offers what it finished.
+    assert drained().load.request_rate == drained().request_rate
+    assert saturated(waiting_delta=-10.0).load.request_rate == pytest.approx(0.2)
+
+
+def test_two_saturated_windows_of_the_same_arrivals_are_one_load_whatever_each_finished() -> None:
+    # 6 of 66 against 20 of 62: the finished rates differ threefold, the arrivals do not.
+    served_more = saturated(requests=20, request_rate=20 / 30, waiting_delta=42.0)
+    assert saturated().load.comparable_to(served_more.load, 0.25)
+
+
+def stalled(waiting_delta: float = 40.0) -> NoData:
+    """30 s in which no request finished and every arrival is still waiting."""
+    return NoData(
+        reason="no requests finished in the window",
+        window_seconds=30.0,
+        running_delta=0.0,
+        waiting_delta=waiting_delta,
+        waiting_mean=waiting_delta / 2,
+    )
+
+
+def test_a_trial_finishing_nothing_as_its_queue_grows_is_reverted_if_the_baseline_kept_up() -> None:
+    j = judge(drained(), stalled())
+    assert j.outcome is Outcome.REVERT, j.reason
+    assert "finished none of 40 arrivals" in j.reason
+    assert "the baseline kept up (66 finished)" in j.reason
+
+
+def test_a_stalled_trial_against_a_saturated_baseline_is_two_saturated_windows() -> None:
+    # Inconclusive as both saturated, the trial draining less: the planner rests such a change.
+    j = judge(saturated(), stalled())
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason.startswith(BOTH_SATURATED), j.reason
+
+
+def test_a_trial_window_with_nothing_finished_and_a_steady_queue_is_no_data() -> None:
+    # A queue 3 longer over 3 arrivals is within chance (2 sqrt(3)): a quiet window, not a stall.
+    assert judge(drained(), stalled(waiting_delta=3.0)).outcome is Outcome.NO_DATA
+    unknown = NoData(reason="no requests finished in the window", window_seconds=30.0)
+    assert judge(drained(), unknown).outcome is Outcome.NO_DATA
 
 
 def test_a_keep_on_ttft_that_makes_itl_five_times_worse_is_reverted() -> None:
