@@ -2,9 +2,13 @@
 
 - ``count_tolerance``: requests arrive as a Poisson process, so a count of n varies by about
   sqrt(n); two counts n1, n2 differ by chance up to ``LOAD_SIGMAS`` x sqrt(n1 + n2), relative to
-  the larger. A mean over n requests (prompt or output length) varies by its coefficient of
-  variation over sqrt(n), which for request lengths is about 1: no more than the count.
-  Sparse traffic (tens of requests per window) thus tolerates far more than a fixed 25%.
+  the larger. Sparse traffic (tens of requests per window) thus tolerates far more than a
+  fixed 25%.
+- ``mean_tolerance``: a mean over n requests (prompt or output length) varies by its
+  coefficient of variation over sqrt(n), which for request lengths is about 1 (more under
+  heavy tails); two means differ by chance up to ``LOAD_SIGMAS`` x sqrt(1/n1 + 1/n2). For
+  equal counts that is the count's tolerance; for unequal ones the smaller count decides: the
+  mean length of the one request a saturated window finished says next to nothing.
 - ``quantile_se``: the standard error of a sample quantile, sqrt(p(1-p)/n) / f(x_p), with
   the density f at the quantile read from the window's own neighbouring quantiles (the
   slope of the quantile function between them). Tight latencies give a small error, a long
@@ -27,6 +31,16 @@ def count_tolerance(n1: int | None, n2: int | None) -> float:
     if n1 is None or n2 is None or max(n1, n2) <= 0:
         return 0.0
     return min(1.0, LOAD_SIGMAS * math.sqrt(n1 + n2) / max(n1, n2))
+
+
+def mean_tolerance(n1: int | None, n2: int | None) -> float:
+    """The relative difference two mean request lengths over ``n1`` and ``n2`` requests reach
+    by chance (1: any); 0 when either count is unknown."""
+    if n1 is None or n2 is None:
+        return 0.0
+    if min(n1, n2) <= 0:
+        return 1.0
+    return min(1.0, LOAD_SIGMAS * math.sqrt(1 / n1 + 1 / n2))
 
 
 def quantile_se(quantiles: Mapping[int, float], percentile: int, n: int) -> float | None:

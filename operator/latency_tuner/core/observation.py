@@ -15,7 +15,7 @@ from collections.abc import Collection
 from pydantic import BaseModel, ConfigDict, Field
 
 from latency_tuner.api.durations import format_duration
-from latency_tuner.core.noise import count_tolerance
+from latency_tuner.core.noise import count_tolerance, mean_tolerance
 
 # Percentiles every source fetches for TTFT and ITL, whatever the objectives say: the diagnosis
 # needs the median and the tail (ITL p99/p50 shows prefill interference); p95 is what a trial
@@ -39,7 +39,7 @@ class LoadFingerprint(BaseModel):
     requests: int | None = Field(
         default=None,
         description="requests behind the means: their counting noise widens the "
-        "tolerance (``core.noise.count_tolerance``); None when unknown",
+        "tolerance (``core.noise``); None when unknown",
     )
 
     def relative_differences(self, other: LoadFingerprint) -> dict[str, float]:
@@ -67,18 +67,25 @@ class LoadFingerprint(BaseModel):
         per second for the same closed-loop clients, and holds fewer in flight at the same
         arrival rate): so the load is the same when either of the two stayed.
 
-        ``tolerance`` widens to what the two windows' request counts differ by chance
-        (Poisson): sparse traffic must not fail the comparison by counting noise alone.
+        ``tolerance`` widens to what the two windows' request counts and mean lengths differ by
+        chance (``tolerances_against``): sparse traffic must not fail the comparison by
+        counting noise alone.
         """
-        tolerance = self.tolerance_against(other, tolerance)
-        d = self.relative_differences(other)
-        if self.server_speed_changed(other, tolerance):
+        if self.server_speed_changed(other, self.tolerance_against(other, tolerance)):
             return True
-        same_shape = d["prompt_tokens_mean"] <= tolerance and (
-            d["generation_tokens_mean"] <= tolerance
-        )
-        same_amount = d["request_rate"] <= tolerance or d["concurrency_mean"] <= tolerance
+        moved = self.moved(other, tolerance)
+        same_shape = "prompt_tokens_mean" not in moved and "generation_tokens_mean" not in moved
+        same_amount = "request_rate" not in moved or "concurrency_mean" not in moved
         return same_shape and same_amount
+
+    def moved(self, other: LoadFingerprint, tolerance: float) -> dict[str, float]:
+        """The dimensions that differ beyond their tolerance, each with that tolerance."""
+        tolerances = self.tolerances_against(other, tolerance)
+        return {
+            key: tolerances[key]
+            for key, diff in self.relative_differences(other).items()
+            if diff > tolerances[key]
+        }
 
     def heavier_or_lighter(self, other: LoadFingerprint, tolerance: float) -> int:
         """+1 when every dimension that moved beyond ``tolerance`` rose in ``other`` (more
@@ -91,17 +98,28 @@ class LoadFingerprint(BaseModel):
         same clients send more requests, and real vLLM's in-flight gauge, set after each engine
         step, shows more in flight once a long prefill step stops hiding them.
         """
-        tolerance = self.tolerance_against(other, tolerance)
         signs = {
             1 if getattr(other, key) > getattr(self, key) else -1
-            for key, diff in self.relative_differences(other).items()
-            if diff > tolerance
+            for key in self.moved(other, tolerance)
         }
         return signs.pop() if len(signs) == 1 else 0
 
     def tolerance_against(self, other: LoadFingerprint, tolerance: float) -> float:
         """``tolerance``, or the counting noise of the two windows if that is larger."""
         return max(tolerance, count_tolerance(self.requests, other.requests))
+
+    def tolerances_against(self, other: LoadFingerprint, tolerance: float) -> dict[str, float]:
+        """Each dimension's tolerance: ``tolerance``, or what chance reaches if larger -- the
+        counting noise for the rate and the requests in flight, the noise of a mean over the
+        two windows' requests for the mean lengths."""
+        count = self.tolerance_against(other, tolerance)
+        mean = max(tolerance, mean_tolerance(self.requests, other.requests))
+        return {
+            "request_rate": count,
+            "concurrency_mean": count,
+            "prompt_tokens_mean": mean,
+            "generation_tokens_mean": mean,
+        }
 
     def server_speed_changed(self, other: LoadFingerprint, tolerance: float) -> bool:
         """The requests in flight moved beyond ``tolerance`` while the finished rate did not

@@ -5,7 +5,7 @@
   (a stalled server, ``_stalled``): reverted against a baseline that kept up, Inconclusive as
   two saturated windows against one that did not.
 - Inconclusive: too few requests (< minRequests), an objective's quantile unknown, or a load
-  that is not comparable (request rate, prompt or output length beyond the tolerance) in a
+  that is not comparable (arrival rate, prompt or output length beyond the tolerance) in a
   way that could explain the result: a trial better under a heavier load (a faster server's
   closed-loop clients send more) is still kept, one worse under a lighter load reverted.
 - Keep: the violation score improved by more than max(minImprovement, noise), where noise is
@@ -339,11 +339,9 @@ def _load_change(before: LoadFingerprint, after: LoadFingerprint, tolerance: flo
     """None when comparable, else the dimensions that moved, in numbers."""
     if before.comparable_to(after, tolerance):
         return None
-    tolerance = before.tolerance_against(after, tolerance)
     moved = []
-    for key, diff in before.relative_differences(after).items():
-        if diff > tolerance:
-            label, unit = _LOAD_LABELS[key]
-            old, new = getattr(before, key), getattr(after, key)
-            moved.append(f"{label} {old:.4g}{unit} -> {new:.4g}{unit} (beyond ±{tolerance:.0%})")
+    for key, allowed in before.moved(after, tolerance).items():
+        label, unit = _LOAD_LABELS[key]
+        old, new = getattr(before, key), getattr(after, key)
+        moved.append(f"{label} {old:.4g}{unit} -> {new:.4g}{unit} (beyond ±{allowed:.0%})")
     return "; ".join(moved)

@@ -12,7 +12,8 @@ import pytest
 from tests.unit.core.builders import healthy, objectives
 
 from latency_tuner.api.spec import Objectives
-from latency_tuner.core.observation import NoData, Observation, ObservationResult
+from latency_tuner.core.noise import count_tolerance, mean_tolerance
+from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
 from latency_tuner.core.verdict import BOTH_SATURATED, Judgement, Outcome, judge_trial
 
 TTFT = objectives(ttft="500ms")
@@ -66,6 +67,36 @@ def test_counts_far_apart_beyond_their_noise_are_still_a_different_load() -> Non
     j = judge(sparse(0.9, 400), sparse(0.45, 200))
     assert j.outcome is Outcome.INCONCLUSIVE
     assert j.reason.startswith("load changed")
+
+
+def test_two_means_differ_by_chance_by_the_noise_of_the_smaller_count() -> None:
+    # Equal counts: the counting noise; one request against many: anything.
+    assert mean_tolerance(50, 50) == pytest.approx(count_tolerance(50, 50))
+    assert mean_tolerance(1, 16) == 1.0
+    assert mean_tolerance(400, 400) < 0.25
+    assert mean_tolerance(None, 40) == 0.0
+
+
+def test_the_mean_length_of_one_finished_request_is_noise_against_sixteen() -> None:
+    # A saturated window finished one 79k-token request; the next window 16 of ~3k tokens.
+    one = LoadFingerprint(
+        request_rate=4.07,
+        prompt_tokens_mean=78630.0,
+        generation_tokens_mean=9459.0,
+        concurrency_mean=200.0,
+        requests=1,
+    )
+    many = LoadFingerprint(
+        request_rate=3.73,
+        prompt_tokens_mean=3431.0,
+        generation_tokens_mean=915.0,
+        concurrency_mean=200.0,
+        requests=16,
+    )
+    assert one.comparable_to(many, 0.25)
+    # The same means over hundreds of requests each are another load.
+    hundreds = {"requests": 400}
+    assert not one.model_copy(update=hundreds).comparable_to(many.model_copy(update=hundreds), 0.25)
 
 
 def saturated(**overrides: Any) -> Observation:
