@@ -26,6 +26,9 @@ class OperatorSettings:
     prometheus_bearer_token_file: str | None = None
     prometheus_ca_file: str | None = None
     prometheus_timeout_seconds: float = 10.0
+    # The most targets one batched query of the operator's Prometheus covers; a batch over
+    # more goes in chunks of whole namespaces (``adapters.metrics.batch``).
+    prometheus_max_targets_per_query: int = 500
     allow_per_resource_prometheus_url: bool = False
     # With per-resource URLs allowed, the prefixes such a URL must start with (empty: any).
     prometheus_url_prefixes: tuple[str, ...] = ()
@@ -71,6 +74,9 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "prometheus-bearer-token-file": ("file holding the Prometheus bearer token", "str"),
     "prometheus-ca-file": ("CA bundle to verify Prometheus' TLS certificate", "str"),
     "prometheus-timeout": ("timeout of one Prometheus query, e.g. 10s", "duration"),
+    "prometheus-max-targets-per-query": (
+        "the most LatencyTargets one batched query covers; more go in chunks of whole "
+        "namespaces", "count"),
     "allow-per-resource-prometheus-url": (
         "let LatencyTargets name their own Prometheus (SSRF risk)", "bool"),
     "prometheus-url-prefixes": (

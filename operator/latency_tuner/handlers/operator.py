@@ -341,7 +341,13 @@ def _metrics_factory(config: OperatorSettings, scrape: ScrapePool | None) -> Met
             # The operator's own Prometheus answers every target's latest window in one batch
             # per aggregate; a tenant's stays per target, batched with no one.
             sources[url] = (
-                BatchedPrometheus(source, max_age=config.interval_seconds / 2) if own else source
+                BatchedPrometheus(
+                    source,
+                    max_age=config.interval_seconds / 2,
+                    max_targets=config.prometheus_max_targets_per_query,
+                )
+                if own
+                else source
             )
         return sources[url]
 

@@ -36,6 +36,7 @@ def test_defaults_give_the_operator_every_setting_it_reads(render: Render) -> No
         "LT_METRICS_SOURCE": "prometheus",
         "LT_PROMETHEUS_URL": "http://prometheus-operated.monitoring:9090",
         "LT_PROMETHEUS_TIMEOUT": "10s",
+        "LT_PROMETHEUS_MAX_TARGETS_PER_QUERY": "500",
         "LT_ALLOW_PER_RESOURCE_PROMETHEUS_URL": "false",
         "LT_NAMESPACES": "",
         "LT_INTERVAL": "30s",

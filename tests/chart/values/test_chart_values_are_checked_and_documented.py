@@ -39,6 +39,7 @@ BAD_VALUES = [
     ({"interval": "30 seconds"}, "/interval"),
     ({"prometheus": {"url": "ftp://prometheus:9090"}}, "/prometheus/url"),
     ({"prometheus": {"allowPerResourceUrl": "yes"}}, "/prometheus/allowPerResourceUrl"),
+    ({"prometheus": {"maxTargetsPerQuery": 0}}, "/prometheus/maxTargetsPerQuery"),
     ({"metricsSource": "statsd"}, "/metricsSource"),
     ({"prometheus": {"bearerToken": {"secret": "x"}}}, "secret"),
     ({"ports": {"probe": 70000}}, "/ports/probe"),

@@ -24,6 +24,8 @@ SETTINGS: list[tuple[str, str, str, str, Any]] = [
      "/etc/ca.pem"),
     ("--prometheus-timeout", "LT_PROMETHEUS_TIMEOUT", "1m30s", "prometheus_timeout_seconds",
      90.0),
+    ("--prometheus-max-targets-per-query", "LT_PROMETHEUS_MAX_TARGETS_PER_QUERY", "200",
+     "prometheus_max_targets_per_query", 200),
     ("--allow-per-resource-prometheus-url", "LT_ALLOW_PER_RESOURCE_PROMETHEUS_URL", "true",
      "allow_per_resource_prometheus_url", True),
     ("--metrics-source", "LT_METRICS_SOURCE", "scrape", "metrics_source", "scrape"),
