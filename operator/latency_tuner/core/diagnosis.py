@@ -174,17 +174,27 @@ def diagnose(
     findings = tuple(d.finding for d, _ in detected)
     fixes = tuple(knob for _, knob in detected)
     if isinstance(observation, NoData):
-        notes.fact(
-            Evidence(
-                "requests",
-                float(observation.requests),
-                f"no data in the window: {observation.reason}",
+        stalled = flow(observation)
+        if stalled.saturated:
+            # Requests piled up and none finished: a stalled server, not a quiet one.
+            notes.fact(stalled.evidence())
+            notes.advise(
+                "the server finished no request while requests piled up: read the vLLM pods' "
+                "logs (a hung engine, requests longer than evaluation.window), and add "
+                "replicas if it is overloaded"
             )
-        )
-        notes.advise(
-            "check that Prometheus scrapes the vLLM pods, that spec.metrics selects their "
-            f"series, and that requests arrive ({observation.reason})"
-        )
+        else:
+            notes.fact(
+                Evidence(
+                    "requests",
+                    float(observation.requests),
+                    f"no data in the window: {observation.reason}",
+                )
+            )
+            notes.advise(
+                "check that Prometheus scrapes the vLLM pods, that spec.metrics selects their "
+                f"series, and that requests arrive ({observation.reason})"
+            )
         return Diagnosis(
             Bottleneck.NONE,
             (*findings, Finding.NO_METRICS),

@@ -15,7 +15,7 @@ from tests.unit.core.builders import H100, command_line, healthy, knobs, objecti
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.evidence import Bottleneck, Finding
-from latency_tuner.core.observation import Observation
+from latency_tuner.core.observation import NoData, Observation
 from latency_tuner.core.rollout import analyse
 from latency_tuner.core.saturation import flow
 
@@ -95,6 +95,26 @@ def test_saturation_needs_completions_below_arrivals_and_a_rising_queue() -> Non
     assert flow(saturated_window()).arrivals == 66.0
     assert not flow(saturated_window(waiting_delta=-20.0)).saturated  # draining
     assert not flow(saturated_window(waiting_delta=None)).saturated  # unknown: no claim
+
+
+def test_a_window_where_nothing_finished_as_the_queue_grew_is_diagnosed_as_a_stalled_server() -> (
+    None
+):
+    stalled = NoData(
+        reason="no requests finished in the window",
+        window_seconds=30.0,
+        running_delta=0.0,
+        waiting_delta=50.0,
+        waiting_mean=25.0,
+    )
+    diagnosis = diagnose(stalled, objectives(ttft="1s"), CL, H100, knobs())
+    assert Finding.NO_METRICS in diagnosis.findings
+    evidence = next(e for e in diagnosis.evidence if e.signal == "backlog_growth")
+    assert "50 requests arrived and 0 finished" in evidence.text
+    assert any("finished no request while requests piled up" in a for a in diagnosis.advice)
+    quiet = stalled.model_copy(update={"waiting_delta": 0.0, "waiting_mean": 0.0})
+    advice = diagnose(quiet, objectives(ttft="1s"), CL, H100, knobs()).advice
+    assert any("check that Prometheus scrapes the vLLM pods" in a for a in advice)
 
 
 def test_a_growing_backlog_is_queueing_even_when_recorded_queue_time_is_under_half_of_ttft() -> (
