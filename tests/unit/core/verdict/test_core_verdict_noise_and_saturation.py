@@ -86,13 +86,10 @@ def test_the_mean_length_of_one_finished_request_is_noise_against_sixteen() -> N
         concurrency_mean=200.0,
         requests=1,
     )
-    many = LoadFingerprint(
-        request_rate=3.73,
-        prompt_tokens_mean=3431.0,
-        generation_tokens_mean=915.0,
-        concurrency_mean=200.0,
-        requests=16,
-    )
+    many = one.model_copy(
+        update={"request_rate": 3.73, "prompt_tokens_mean": 3431.0,
+                "generation_tokens_mean": 915.0, "requests": 16}
+    )  # fmt: skip
     assert one.comparable_to(many, 0.25)
     # The same means over hundreds of requests each are another load.
     hundreds = {"requests": 400}
