@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from latency_tuner.simulator.config import build_engine_config
+from latency_tuner.perf.config import build_engine_config
 from latency_tuner.simulator.engine import VirtualEngine
 from latency_tuner.simulator.measured import run_closed_loop_steady
 from latency_tuner.vllm.args import VllmCommandLine

@@ -106,8 +106,8 @@ def _measured_lines(rows: Sequence[MeasuredRow], fast: bool) -> tuple[list[Line]
 
 # PCIe points published in effect_sizes.md (aiconfigurator kernel timings on L40S).
 def _pcie_lines() -> list[Line]:
-    from latency_tuner.simulator.config import build_engine_config
-    from latency_tuner.simulator.cost import CostModel
+    from latency_tuner.perf.config import build_engine_config
+    from latency_tuner.perf.cost import CostModel
     from latency_tuner.simulator.predict import flags_for
 
     def allreduce_ms(tp: int, message_bytes: float) -> float:

@@ -13,7 +13,7 @@ import statistics
 import sys
 import time
 
-from latency_tuner.simulator.config import build_engine_config
+from latency_tuner.perf.config import build_engine_config
 from latency_tuner.simulator.engine import VirtualEngine
 from latency_tuner.simulator.tokenizer import encode
 from latency_tuner.vllm.args import VllmCommandLine

@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from latency_tuner.hardware import GPUS
-from latency_tuner.simulator.config import StartupError, build_engine_config
+from latency_tuner.perf.config import StartupError, build_engine_config
 from latency_tuner.simulator.server import SimServer, UvicornAccessLogger, vllm_version
 from latency_tuner.vllm.args import NotVllmError, VllmCommandLine
 from latency_tuner.vllm.metrics import MetricsVersion

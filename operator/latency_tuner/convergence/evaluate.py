@@ -23,7 +23,7 @@ from latency_tuner.convergence.world import Load, World
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import Observation, ObservationResult
 from latency_tuner.core.score import Score, score
-from latency_tuner.simulator.config import EngineConfig, StartupError, build_engine_config
+from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
 from latency_tuner.vllm.args import VllmCommandLine
 
 

@@ -23,9 +23,9 @@ from latency_tuner.convergence.world import Load, Request, World
 from latency_tuner.core import signals
 from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.promql import LabelMatcher, default_matchers
+from latency_tuner.perf.config import EngineConfig
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.simulator.clock import VirtualClock
-from latency_tuner.simulator.config import EngineConfig
-from latency_tuner.simulator.cost import CostModel
 from latency_tuner.simulator.engine import PlannedStep, RequestRecord, VirtualEngine
 from latency_tuner.simulator.metrics import EngineMetrics
 from latency_tuner.vllm.metrics import FAMILIES, MetricType

@@ -16,9 +16,9 @@ from typing import Any
 
 import yaml
 
+from latency_tuner.perf.config import StartupError, build_engine_config
+from latency_tuner.perf.models import UnknownModelError
 from latency_tuner.scenario import Scenario, ScenarioError, Workload
-from latency_tuner.simulator.config import StartupError, build_engine_config
-from latency_tuner.simulator.models import UnknownModelError
 from latency_tuner.vllm.args import NotVllmError
 
 __all__ = [

@@ -26,7 +26,7 @@ from latency_tuner.convergence.virtual import VirtualDeployment
 from latency_tuner.convergence.world import World
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.observation import ObservationResult
-from latency_tuner.simulator.config import EngineConfig
+from latency_tuner.perf.config import EngineConfig
 
 
 class Stage(Protocol):

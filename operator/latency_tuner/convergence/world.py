@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from latency_tuner.convergence.scenario import Workload
-from latency_tuner.simulator.cost import Efficiencies
+from latency_tuner.perf.cost import Efficiencies
 
 WorldKind = Literal["matched", "perturbed", "foreign"]
 WORLDS: tuple[WorldKind, ...] = ("matched", "perturbed", "foreign")

@@ -177,7 +177,7 @@ def estimate(scenario: Scenario, *, fixed: bool = False, requests: int = 400) ->
     import random
 
     from latency_tuner.loadgen.prompts import PromptFactory
-    from latency_tuner.simulator.config import StartupError, build_engine_config
+    from latency_tuner.perf.config import StartupError, build_engine_config
     from latency_tuner.simulator.engine import SimRequest, VirtualEngine
     from latency_tuner.simulator.tokenizer import encode
 

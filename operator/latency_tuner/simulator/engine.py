@@ -30,11 +30,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from latency_tuner.perf.config import SPEC_TYPICAL_ACCEPTANCE as _SPEC_TYPICAL
+from latency_tuner.perf.config import EngineConfig, SpecDecode
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.simulator.acceptance import acceptance_rate, prompt_repetitiveness
 from latency_tuner.simulator.clock import Clock, RealClock, VirtualClock
-from latency_tuner.simulator.config import SPEC_TYPICAL_ACCEPTANCE as _SPEC_TYPICAL
-from latency_tuner.simulator.config import EngineConfig, SpecDecode
-from latency_tuner.simulator.cost import CostModel
 from latency_tuner.simulator.scheduler import (
     Request,
     Scheduler,

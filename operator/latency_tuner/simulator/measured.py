@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from latency_tuner.simulator.config import build_engine_config
+from latency_tuner.perf.config import build_engine_config
 from latency_tuner.simulator.engine import RequestRecord, SimRequest, VirtualEngine
 from latency_tuner.vllm.args import VllmCommandLine
 

@@ -34,7 +34,7 @@ from prometheus_client import (
     ProcessCollector as _ProcessCollector,
 )
 
-from latency_tuner.simulator.config import EngineConfig
+from latency_tuner.perf.config import EngineConfig
 from latency_tuner.simulator.engine import StepStats
 from latency_tuner.vllm.metrics import (
     ENGINE_LABEL,

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from latency_tuner.simulator.config import EngineConfig, StartupError, build_engine_config
-from latency_tuner.simulator.cost import CostModel, Efficiencies
+from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
+from latency_tuner.perf.cost import CostModel, Efficiencies
 
 __all__ = ["Prediction", "flags_for", "main_predict", "predict", "predict_for_config"]
 

@@ -32,8 +32,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from latency_tuner.perf.config import EngineConfig
 from latency_tuner.simulator.clock import Clock, RealClock
-from latency_tuner.simulator.config import EngineConfig
 from latency_tuner.simulator.engine import AsyncEngine, EngineCore, RequestOutput
 from latency_tuner.simulator.metrics import CONTENT_TYPE, EngineMetrics
 from latency_tuner.simulator.tokenizer import encode, encode_chat, output_text

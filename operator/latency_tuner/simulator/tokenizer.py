@@ -9,7 +9,7 @@ Rules (documented, stable, shared with ``latency_tuner.loadgen.prompts``):
   ``<|im_start|> assistant`` follows (role markers are tokens of their own);
 - output: deterministic pseudo-words, one per token, chosen from the request's prompt and the
   token's position (no model, no sampling); a lossy configuration replaces a share of them
-  (``altered``, see ``simulator.quality``), the same tokens for the same prompt every time.
+  (``altered``, see ``perf.quality``), the same tokens for the same prompt every time.
 
 Pure: no I/O, no clock.
 """

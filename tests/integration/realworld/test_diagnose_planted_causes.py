@@ -33,8 +33,8 @@ from tests.integration.realworld.support import (
 )
 
 from latency_tuner.loadgen.results import BenchResult
+from latency_tuner.perf.config import build_engine_config
 from latency_tuner.sandbox.prometheus import free_port
-from latency_tuner.simulator.config import build_engine_config
 from latency_tuner.simulator.predict import predict
 from latency_tuner.vllm.args import VllmCommandLine
 

@@ -29,7 +29,7 @@ from tests.integration.realworld.support import (
 )
 
 from latency_tuner.loadgen.results import BenchResult
-from latency_tuner.simulator.config import build_engine_config
+from latency_tuner.perf.config import build_engine_config
 from latency_tuner.simulator.engine import VirtualEngine
 from latency_tuner.simulator.predict import predict
 from latency_tuner.simulator.tokenizer import encode

@@ -10,8 +10,8 @@ import time
 import httpx
 from tests.integration.simulator.support import MODEL, running_sim, sim_command
 
-from latency_tuner.simulator.config import build_engine_config
-from latency_tuner.simulator.cost import CostModel
+from latency_tuner.perf.config import build_engine_config
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
 
 

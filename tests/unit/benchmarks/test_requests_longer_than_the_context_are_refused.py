@@ -10,7 +10,7 @@ from latency_tuner.cli.sim import parse_command_line
 from latency_tuner.convergence.measure import Pod
 from latency_tuner.convergence.scenario import load_scenario
 from latency_tuner.convergence.world import Load, make_world
-from latency_tuner.simulator.config import build_engine_config
+from latency_tuner.perf.config import build_engine_config
 
 HARD = Path(__file__).resolve().parents[3] / "benchmarks" / "scenarios-hard"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from latency_tuner.simulator.config import EngineConfig, build_engine_config
+from latency_tuner.perf.config import EngineConfig, build_engine_config
 from latency_tuner.vllm.args import VllmCommandLine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from latency_tuner.simulator.quality import altered_share
+from latency_tuner.perf.quality import altered_share
 from latency_tuner.simulator.tokenizer import encode, output_text, output_token_ids
 
 PROMPTS = [encode(f"tell me about the sea and the mountains, question {i}") for i in range(200)]

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from tests.unit.simulator.engine.support import engine_config, words
 
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.simulator.clock import VirtualClock
-from latency_tuner.simulator.cost import CostModel
 from latency_tuner.simulator.engine import AsyncEngine, EngineCore, RequestOutput
 from latency_tuner.simulator.tokenizer import encode
 

@@ -5,7 +5,7 @@ import time
 import pytest
 from tests.unit.simulator.engine.support import engine_config, words
 
-from latency_tuner.simulator.cost import CostModel
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.simulator.engine import SimRequest, VirtualEngine
 from latency_tuner.simulator.tokenizer import encode
 

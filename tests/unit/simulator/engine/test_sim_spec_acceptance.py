@@ -6,8 +6,8 @@ import json
 
 from tests.unit.simulator.engine.support import MODEL, words
 
+from latency_tuner.perf.config import build_engine_config
 from latency_tuner.simulator.acceptance import acceptance_rate, prompt_repetitiveness
-from latency_tuner.simulator.config import build_engine_config
 from latency_tuner.simulator.engine import SimRequest, VirtualEngine
 from latency_tuner.simulator.tokenizer import encode
 from latency_tuner.vllm.args import VllmCommandLine

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from latency_tuner.simulator.config import EngineConfig, StartupError, build_engine_config
+from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
+from latency_tuner.perf.models import UnknownModelError
 from latency_tuner.simulator.hardware import UnknownGpuError
-from latency_tuner.simulator.models import UnknownModelError
 from latency_tuner.vllm.args import VllmCommandLine
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"

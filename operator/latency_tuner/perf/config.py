@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from latency_tuner.simulator import quality
-from latency_tuner.simulator.hardware import GpuSpec, get_gpu
-from latency_tuner.simulator.models import ModelShape, WeightDtype, resolve_model
+from latency_tuner.hardware import GpuSpec, get_gpu
+from latency_tuner.perf import quality
+from latency_tuner.perf.models import ModelShape, WeightDtype, resolve_model
 from latency_tuner.vllm import defaults as vllm_defaults
 
 __all__ = [

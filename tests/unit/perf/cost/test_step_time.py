@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from latency_tuner.simulator.config import EngineConfig, build_engine_config
-from latency_tuner.simulator.cost import CostModel, Efficiencies
+from latency_tuner.perf.config import EngineConfig, build_engine_config
+from latency_tuner.perf.cost import CostModel, Efficiencies
 from latency_tuner.vllm.args import VllmCommandLine
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from latency_tuner.hardware import get_gpu
-from latency_tuner.simulator.collectives import allreduce_seconds
+from latency_tuner.perf.collectives import allreduce_seconds
 
 PREFILL_70B_2048 = 2048 * 8192 * 2.0  # 33.5 MB: hidden states of a 2048-token 70B chunk
 DECODE_70B = 8192 * 2.0  # 16 KB: one decoding sequence

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from latency_tuner.perf.models import UnknownModelError, resolve_model
 from latency_tuner.simulator.hardware import GPUS, UnknownGpuError, get_gpu
-from latency_tuner.simulator.models import UnknownModelError, resolve_model
 
 
 @pytest.mark.parametrize(

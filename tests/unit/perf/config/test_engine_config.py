@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from latency_tuner.simulator.config import EngineConfig, build_engine_config
+from latency_tuner.perf.config import EngineConfig, build_engine_config
 from latency_tuner.vllm.args import VllmCommandLine
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"

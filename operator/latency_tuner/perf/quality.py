@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # config imports this module to resolve the share
-    from latency_tuner.simulator.config import KvDtype
-    from latency_tuner.simulator.models import WeightDtype
+    from latency_tuner.perf.config import KvDtype
+    from latency_tuner.perf.models import WeightDtype
 
 WEIGHT_DRIFT: dict[WeightDtype, float] = {"bf16": 0.0, "fp8": 0.02, "int4": 0.06}
 KV_DRIFT: dict[KvDtype, float] = {"bf16": 0.0, "fp8": 0.01}

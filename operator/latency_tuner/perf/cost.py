@@ -27,8 +27,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from latency_tuner.simulator.collectives import CollectiveModel, allreduce_seconds
-from latency_tuner.simulator.config import (
+from latency_tuner.perf.collectives import CollectiveModel, allreduce_seconds
+from latency_tuner.perf.config import (
     GIB,
     EngineConfig,
     kv_bytes_per_token_per_gpu,
