@@ -265,13 +265,19 @@ class AppliedStrategy(StatusModel):
 
 
 class Prediction(StatusModel):
-    """What the planner expected a trial to do to one objective it aimed at, and what the
-    trial's windows then showed. The expectation is the knob's prior effect size for the
-    diagnosed bottleneck (the bottleneck table of published effect sizes), not yet a model
-    calibrated on this deployment; recording it is how its error is known."""
+    """What the planner expected a trial to do to one latency, and what the trial's windows
+    then showed. The expectation is the performance model's, calibrated on the window before
+    the trial (``basis: model``), where the model knows the served model and GPU and fits the
+    window; else the knob's prior effect size for the diagnosed bottleneck (``basis: prior``,
+    the bottleneck table of published effect sizes). Recording it is how its error is known."""
 
     objective: Literal["ttft", "itl", "e2e"]
-    """The objective, read at its percentile like the trial's snapshots."""
+    """The latency, read at its percentile like the trial's snapshots."""
+    basis: Literal["model", "prior"] = "prior"
+    """Where the expectation comes from: the calibrated performance model or the prior."""
+    aimed: bool = True
+    """Whether the change was chosen for this latency (false: a latency the model expects it to
+    move along the way)."""
     expected_change: float = Field(ge=-1)
     """Expected relative change of that latency: -0.3 is 30% lower."""
     expected_seconds: float | None = Field(default=None, ge=0)
@@ -282,8 +288,9 @@ class Prediction(StatusModel):
     """measuredChange - expectedChange: negative is better than expected."""
 
     def describe(self) -> str:
-        """ "TTFT expected -30%, measured -55%"."""
-        text = f"{self.objective.upper()} expected {self.expected_change:+.0%}"
+        """ "TTFT expected -30%, measured -55%" ("TTFT modelled ..." for the model's)."""
+        verb = "modelled" if self.basis == "model" else "expected"
+        text = f"{self.objective.upper()} {verb} {self.expected_change:+.0%}"
         if self.measured_change is not None:
             text += f", measured {self.measured_change:+.0%}"
         return text
@@ -348,7 +355,8 @@ class Trial(StatusModel):
     quality: QualityScore | None = None
     """The quality gate's result, for a lossy change with spec.quality set."""
     predictions: list[Prediction] = Field(default_factory=list, max_length=3)
-    """Per objective the change aimed at: the expected and the measured effect."""
+    """Per latency (TTFT, ITL, e2e) the change aimed at, and those the calibrated model expects it
+    to move along the way: the expected and the measured effect."""
 
 
 class IncompatibleValue(StatusModel):

@@ -48,6 +48,11 @@ from latency_tuner.core.rollout.values import config_of
 RECONCILE_SECONDS = TICK_SECONDS  # the operator's timer interval, in virtual seconds
 
 
+# (objective, expected change, measured change, basis "model" or "prior", aimed at) of a
+# finished trial's prediction
+Forecasted = tuple[str, float, float, str, bool]
+
+
 @dataclass
 class RunResult:
     """One method on one scenario in one world."""
@@ -69,8 +74,8 @@ class RunResult:
     served: list[tuple[ContainerConfig, int]] = field(default_factory=list)  # N replicas only
     short: int = 0  # requests finished while fewer pods were ready than wanted (N replicas)
     templates: list[ContainerConfig] = field(default_factory=list)  # main's, each (N replicas)
-    # (objective, expected change, measured change) of every finished trial's predictions
-    predictions: list[tuple[str, float, float]] = field(default_factory=list)
+    # every finished trial's predictions (``Forecasted``)
+    predictions: list[Forecasted] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ async def _run(
     windows: list[tuple[float, float]] = []
     kept: list[tuple[ContainerConfig, ContainerConfig]] = []
     changes: dict[int, tuple[ContainerConfig, ContainerConfig]] = {}  # trial id -> from, to
-    predictions: list[tuple[str, float, float]] = []
+    predictions: list[Forecasted] = []
 
     def canaries() -> int:
         return dep.canary_rollouts if isinstance(dep, ReplicatedDeployment) else 0
@@ -159,7 +164,8 @@ async def _run(
                 expected = "; ".join(p.describe() for p in trial.predictions)
                 history.append(f"{change}: {verdict} ({trial.reason})"
                                + (f" [{expected}]" if expected else ""))  # fmt: skip
-                predictions += [(p.objective, p.expected_change, p.measured_change)
+                predictions += [(p.objective, p.expected_change, p.measured_change, p.basis,
+                                 p.aimed)
                                 for p in trial.predictions
                                 if p.measured_change is not None]  # fmt: skip
                 if trial.measure_started_at is not None:

@@ -188,32 +188,42 @@ def table(stats: Sequence[MethodStats], budget: int) -> str:
 
 
 def predictions(results: Sequence[JobResult], methods: Sequence[str]) -> str:
-    """Per world and method whose trials record predictions (the operator's), how the expected
-    relative change of each aimed-at objective compared with the measured one; "" if none.
-    Right direction: the measured change has the expected sign (lower when a gain was expected)."""
+    """Per world, method whose trials record predictions (the operator's) and basis (the
+    calibrated model's or the prior's, aimed-at latency or one moved along the way), how the
+    expected relative change compared with the measured one; "" if none. Right direction: the
+    measured change has the expected sign (lower when a gain was expected)."""
     lines = []
     for world in sorted({r.world for r in results}):
         for method in methods:
-            found = [p for r in results if r.world == world and method in r.outcomes
-                     for p in r.outcomes[method].predictions]  # fmt: skip
-            if not found:
-                continue
-            expected = [e for _, e, _ in found]
-            measured = [m for _, _, m in found]
-            errors = [abs(m - e) for _, e, m in found]
-            right = sum(1 for _, e, m in found if (m < 0) == (e < 0))
-            lines.append(
-                f"| {world} | {method} | {len(found)} | {_num(percentile(expected, 50), '{:+.0%}')}"
-                f" | {_num(percentile(measured, 50), '{:+.0%}')} | "
-                f"{_num(percentile(errors, 50), '{:.0%}')} | {_share(right, len(found))} |"
-            )
+            found = [_forecasted(p) for r in results if r.world == world
+                     and method in r.outcomes for p in r.outcomes[method].predictions]  # fmt: skip
+            for basis in sorted({b for *_, b in found}):
+                rows = [(e, m) for e, m, b in found if b == basis]
+                expected = [e for e, _ in rows]
+                measured = [m for _, m in rows]
+                errors = [abs(m - e) for e, m in rows]
+                right = sum(1 for e, m in rows if (m < 0) == (e < 0))
+                lines.append(
+                    f"| {world} | {method} | {basis} | {len(rows)} | "
+                    f"{_num(percentile(expected, 50), '{:+.0%}')} | "
+                    f"{_num(percentile(measured, 50), '{:+.0%}')} | "
+                    f"{_num(percentile(errors, 50), '{:.0%}')} | {_share(right, len(rows))} |"
+                )
     if not lines:
         return ""
     head = (
-        "| world | method | trial predictions | median expected change | median measured change "
-        "| median error (points) | right direction |"
+        "| world | method | basis | trial predictions | median expected change | median measured "
+        "change | median error (points) | right direction |"
     )
-    return "\n".join([head, "|" + "---|" * 7, *lines])
+    return "\n".join([head, "|" + "---|" * 8, *lines])
+
+
+def _forecasted(p: Sequence[Any]) -> tuple[float, float, str]:
+    """(expected, measured, basis label) of a recorded prediction; three-field ones (written
+    before the basis was) are the prior's, aimed at."""
+    basis = str(p[3]) if len(p) > 3 else "prior"
+    aimed = bool(p[4]) if len(p) > 4 else True
+    return float(p[1]), float(p[2]), basis if aimed else f"{basis}, along the way"
 
 
 def text(

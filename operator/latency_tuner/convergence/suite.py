@@ -16,7 +16,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from latency_tuner.convergence import baselines, oracle
 from latency_tuner.convergence.evaluate import Evaluator
@@ -44,8 +44,9 @@ class MethodOutcome:
     reason: str
     history: tuple[str, ...] = ()
     final_class: str | None = None  # safe, lossy, costly: what the final configuration changed
-    # (objective, expected change, measured change) per prediction of its finished trials
-    predictions: tuple[tuple[str, float, float], ...] = ()
+    # (objective, expected change, measured change, basis, aimed at) per prediction of its
+    # finished trials (``operator_run.Forecasted``; runs written before the basis have three)
+    predictions: tuple[tuple[Any, ...], ...] = ()
 
 
 @dataclass(frozen=True)

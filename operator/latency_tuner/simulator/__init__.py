@@ -6,5 +6,6 @@ It exists for demos, tests, e2e runs and virtual-time benchmarks; a client shoul
 tell it from vLLM at the API and metrics level.
 
 It must never import anything of the operator (``latency_tuner.api``, ``core``, ``adapters``,
-``handlers``): it may only use what we know of vLLM (``latency_tuner.vllm``, ``latency_tuner.perf``).
+``handlers``): it may only use what we know of vLLM (``latency_tuner.vllm``,
+``latency_tuner.perf``).
 """

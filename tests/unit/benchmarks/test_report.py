@@ -124,12 +124,32 @@ def test_trial_predictions_are_summed_up_per_method_and_survive_a_reload(tmp_pat
     )
     results = [job("a", True, predicted, outcome("grid", True, 3))]
     text = predictions(results, ["operator", "grid"])
-    assert text.splitlines()[2] == "| matched | operator | 2 | -25% | -20% | 25% | 1/2 (50%) |"
+    # Recorded before predictions had a basis: the prior's, aimed at.
+    assert text.splitlines()[2] == (
+        "| matched | operator | prior | 2 | -25% | -20% | 25% | 1/2 (50%) |"
+    )
     assert "grid" not in text  # searches make no predictions
     path = tmp_path / "run.json"
     path.write_text(to_json(results, [], {}))
     reloaded, _ = load_json(path)
     assert reloaded[0].outcomes["operator"].predictions == predicted.predictions
+
+
+def test_model_and_prior_predictions_are_summed_up_apart() -> None:
+    predicted = replace(
+        outcome("operator", True, 2),
+        predictions=(
+            ("ttft", -0.4, -0.5, "model", True),
+            ("ttft", -0.3, 0.1, "prior", True),
+            ("itl", 0.1, 0.2, "model", False),
+        ),
+    )
+    rows = predictions([job("a", True, predicted)], ["operator"]).splitlines()[2:]
+    assert rows == [
+        "| matched | operator | model | 1 | -40% | -50% | 10% | 1/1 (100%) |",
+        "| matched | operator | model, along the way | 1 | +10% | +20% | 10% | 1/1 (100%) |",
+        "| matched | operator | prior | 1 | -30% | +10% | 40% | 0/1 (0%) |",
+    ]
 
 
 def test_a_run_without_predictions_prints_no_prediction_table() -> None:

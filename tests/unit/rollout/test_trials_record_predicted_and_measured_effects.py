@@ -20,6 +20,7 @@ from tests.unit.rollout.test_rollout_phases import (
 from latency_tuner.api.status import MetricSnapshot, Phase, Prediction, Trial
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.knobs import Change, KnobClass, KnobName
+from latency_tuner.core.model import Forecast
 from latency_tuner.core.rollout.values import predictions, scored
 
 STAMP = "2026-12-02T10:00:00Z"
@@ -82,6 +83,58 @@ def test_an_objective_a_window_has_no_value_for_stays_unmeasured() -> None:
 def test_a_trial_without_predictions_is_left_as_it_is() -> None:
     trial = Trial(id=1, knob="maxNumSeqs", started_at=STAMP, after=MetricSnapshot(ttft_seconds=1))
     assert scored(trial) is trial
+
+
+def _change(**expected: float) -> Change:
+    return Change(
+        knob=KnobName.TENSOR_PARALLEL,
+        from_value=None,
+        to_value="2",
+        knob_class=KnobClass.COSTLY,
+        expected_gain=0.3,
+        expected_score_gain=0.3,
+        bottleneck=Bottleneck.DECODE_BANDWIDTH,
+        reason="test",
+        expected=tuple(expected.items()),  # type: ignore[arg-type]
+    )
+
+
+def test_the_calibrated_models_forecast_replaces_the_prior_and_adds_the_other_latencies() -> None:
+    before = MetricSnapshot(ttft_seconds=0.4, itl_seconds=0.05, e2e_seconds=10.0)
+    forecast = Forecast(ttft=0.1, itl=-0.45, e2e=-0.4)
+    itl, ttft, e2e = predictions(_change(itl=0.35), before, forecast)
+    assert (itl.objective, itl.basis, itl.aimed, itl.expected_change) == (
+        "itl",
+        "model",
+        True,
+        -0.45,
+    )
+    assert itl.expected_seconds == pytest.approx(0.05 * 0.55)
+    assert (ttft.objective, ttft.basis, ttft.aimed, ttft.expected_change) == (
+        "ttft", "model", False, 0.1,
+    )  # fmt: skip
+    assert (e2e.objective, e2e.aimed, e2e.expected_change) == ("e2e", False, -0.4)
+
+
+def test_an_objective_the_model_cannot_forecast_keeps_the_prior() -> None:
+    before = MetricSnapshot(ttft_seconds=0.4, itl_seconds=0.05)
+    forecast = Forecast(ttft=None, itl=-0.2, e2e=None)  # e.g. prefix caching turned on
+    ttft, itl = predictions(_change(ttft=0.4), before, forecast)
+    assert (ttft.basis, ttft.aimed, ttft.expected_change) == ("prior", True, -0.4)
+    assert (itl.basis, itl.aimed, itl.expected_change) == ("model", False, -0.2)
+
+
+def test_scoring_keeps_where_a_prediction_came_from() -> None:
+    trial = Trial(
+        id=1,
+        knob="tensorParallel",
+        started_at=STAMP,
+        before=MetricSnapshot(itl_seconds=0.05),
+        after=MetricSnapshot(itl_seconds=0.03),
+        predictions=[Prediction(objective="itl", basis="model", aimed=False, expected_change=-0.3)],
+    )
+    (itl,) = scored(trial).predictions
+    assert (itl.basis, itl.aimed, itl.measured_change, itl.error) == ("model", False, -0.4, -0.1)
 
 
 def test_a_prior_beyond_the_whole_latency_expects_at_most_all_of_it() -> None:

@@ -17,6 +17,7 @@ from latency_tuner.api.status import (
     Trial,
 )
 from latency_tuner.core import knobs as knob_catalog
+from latency_tuner.core import model
 from latency_tuner.core.cluster import ContainerConfig, container_patch
 from latency_tuner.core.gitops import strategic_merge_patch
 from latency_tuner.core.observation import Observation
@@ -225,7 +226,17 @@ def _start_trial(
         to_value=change.to_value,
         started_at=r.stamp,
         before=before,
-        predictions=predictions(change, before),
+        predictions=predictions(
+            change,
+            before,
+            model.forecast_change(
+                obs,
+                facts.hardware,
+                (cl, container.gpu_limit),
+                (applied.command_line, target.gpu_limit),
+                r.spec.objectives.itl.percentile if r.spec.objectives.itl else None,
+            ),
+        ),
         config_hash=config_hash(applied.command_line),
         previous_config_hash=config_hash(cl),
         from_container=container_snapshot(container),

@@ -20,9 +20,10 @@ from latency_tuner.api.status import Diagnosis as DiagnosisStatus
 from latency_tuner.core import knobs as knob_catalog
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.diagnosis import Diagnosis
+from latency_tuner.core.model import Forecast
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord
-from latency_tuner.core.score import ObjectiveName
+from latency_tuner.core.score import OBJECTIVE_NAMES, ObjectiveName
 from latency_tuner.vllm.args import VllmCommandLine
 
 DEFAULT_PERCENTILE = 95  # shown in status.observed for a latency no objective names
@@ -189,20 +190,42 @@ def _latency(snapshot: MetricSnapshot | None, objective: ObjectiveName) -> float
     return value
 
 
-def predictions(change: knob_catalog.Change, before: MetricSnapshot | None) -> list[Prediction]:
-    """What ``change`` is expected to do to each objective it aims at, from the window before."""
+def predictions(
+    change: knob_catalog.Change, before: MetricSnapshot | None, forecast: Forecast | None = None
+) -> list[Prediction]:
+    """What ``change`` is expected to do to each latency, from the window before: for each
+    objective it aims at the calibrated model's forecast where it has one, else the knob's
+    prior; and the model's forecast of the other latencies it expects the change to move."""
     found = []
+    aimed = [objective for objective, _ in change.expected]
     for objective, prior in change.expected:
-        gain = min(max(prior, 0.0), 1.0)  # a latency can fall by all of itself at most
-        latency = _latency(before, objective)
-        found.append(
-            Prediction(
-                objective=objective,
-                expected_change=-gain,
-                expected_seconds=None if latency is None else latency * (1.0 - gain),
-            )
-        )
+        modelled = forecast.change(objective) if forecast is not None else None
+        gain = -modelled if modelled is not None else min(max(prior, 0.0), 1.0)
+        found.append(_prediction(objective, -gain, before, modelled is not None, aimed=True))
+    for objective in OBJECTIVE_NAMES:
+        modelled = forecast.change(objective) if forecast is not None else None
+        if objective not in aimed and modelled is not None:
+            found.append(_prediction(objective, modelled, before, True, aimed=False))
     return found
+
+
+def _prediction(
+    objective: ObjectiveName,
+    change: float,
+    before: MetricSnapshot | None,
+    modelled: bool,
+    *,
+    aimed: bool,
+) -> Prediction:
+    change = max(change, -1.0)  # a latency can fall by all of itself at most
+    latency = _latency(before, objective)
+    return Prediction(
+        objective=objective,
+        basis="model" if modelled else "prior",
+        aimed=aimed,
+        expected_change=change,
+        expected_seconds=None if latency is None else latency * (1.0 + change),
+    )
 
 
 def scored(trial: Trial) -> Trial:
@@ -217,13 +240,8 @@ def scored(trial: Trial) -> Trial:
             updated.append(p.model_copy(update={"measured_change": None, "error": None}))
             continue
         measured = now / was - 1.0
-        updated.append(
-            Prediction(
-                objective=p.objective,
-                expected_change=p.expected_change,
-                expected_seconds=p.expected_seconds,
-                measured_change=measured,
-                error=measured - p.expected_change,
-            )
-        )
+        error = measured - p.expected_change
+        # Validated again (not model_copy): the figures are rounded like every status value.
+        fields = p.model_dump(by_alias=False) | {"measured_change": measured, "error": error}
+        updated.append(Prediction.model_validate(fields))
     return trial.model_copy(update={"predictions": updated})

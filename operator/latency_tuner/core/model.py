@@ -1,0 +1,359 @@
+"""A performance model of the running deployment, calibrated on its window, that forecasts what
+a candidate configuration does to TTFT, ITL and e2e under the same load.
+
+The roofline cost of each engine step (``latency_tuner.perf``) gives, for the running
+configuration and for the candidate, the stages of a request at the window's load per replica
+(arrival rate, prompt and output lengths, requests in flight, prefix-cache hits): the time per
+output token (a decode step of the batch, stretched by the share of the engine's time that
+prefills take), the prefill (its chunks' steps, the batch decoding alongside), and the engine
+time a request takes from the whole (its share of batched decode steps plus its prefill work).
+
+Calibration: the window's measured means (prefill time, inter-token latency) over the model's
+give one factor per stage, and the rest of TTFT (HTTP, tokenising) is carried over as
+measured; the candidate's stages are the model's times the same factors, so the running
+configuration forecasts exactly what was measured and a candidate differs only by what the
+model knows of the change. The queue is M/M/1 at the busier of the engine and its slots
+(max-num-seqs, or the requests the KV cache holds), with the utilisation read from the
+measured queue time rather than from the arrival rate (closed-loop clients keep a server
+"busy" without a queue); a candidate's utilisation scales with its service time at the same
+arrivals, and at or beyond saturation the queue grows over the window.
+
+Forecasts are relative changes of the means; the trial applies them to the objectives'
+percentiles. There is no forecast (None) where the model does not describe the deployment:
+an unknown model or GPU, a command line vLLM would refuse, a stage the window did not
+measure, a prefix cache whose hit rate nobody has measured yet, or a calibration factor beyond
+``TRUSTED_FACTOR`` (the model off by more than that on this deployment: its knob effects are
+not to be trusted either). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.score import ObjectiveName
+from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
+from latency_tuner.perf.cost import CostModel
+from latency_tuner.vllm.args import VllmCommandLine
+
+__all__ = [
+    "TRUSTED_FACTOR",
+    "Calibration",
+    "Forecast",
+    "calibrate",
+    "engine_config",
+    "forecast",
+    "forecast_change",
+]
+
+# Measured over modelled beyond this factor either way: the model does not describe this
+# deployment (another model than its name says, another GPU, a foreign serving stack).
+TRUSTED_FACTOR = 3.0
+# Utilisation treated as saturated: M/M/1's wait grows without bound as it nears 1.
+SATURATED = 0.98
+# The share of the engine's time prefills may take in the ITL model: beyond it decoding would
+# stop, which a window that measured an ITL did not see.
+MAX_PREFILL_SHARE = 0.9
+MAX_PREFILL_STEPS = 256  # prefill chunks timed one by one; longer prompts are scaled from them
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Expected relative changes of the mean TTFT, ITL and e2e (-0.3: 30% lower); None where
+    the model cannot say. ``saturated``: the candidate is expected to fall behind its
+    arrivals."""
+
+    ttft: float | None
+    itl: float | None
+    e2e: float | None
+    saturated: bool = False
+
+    def change(self, objective: ObjectiveName) -> float | None:
+        value: float | None = getattr(self, objective)
+        return value
+
+
+@dataclass(frozen=True)
+class _Load:
+    """One replica's share of the window's load."""
+
+    rate: float  # requests arriving per second
+    prompt: float  # mean prompt tokens
+    output: float  # mean output tokens
+    batch: float  # mean requests running
+    demand: float  # mean requests running or waiting: what would run with slots enough
+    hit: float  # prefix-cache hits over prompt tokens (0 with caching off)
+    window: float  # seconds
+
+
+@dataclass(frozen=True)
+class _Stages:
+    """The model's stage times for one configuration at one load (seconds)."""
+
+    itl: float  # mean time per output token
+    decode_itl: float  # ... in a step that decodes only
+    mixed_itl: float  # ... in a step that also prefills a chunk
+    mixed_share: float  # the share of steps that prefill a chunk
+    prefill: float  # scheduled -> first token, with the batch's decodes in each step
+    prefill_work: float  # the engine time of the prefill alone
+    decode_share: float  # a request's share of its decode steps
+    slots: float  # requests that can run at once
+
+    def itl_at(self, percentile: int) -> float:
+        """The ITL quantile: a token from a step that also prefilled once such steps are more
+        than the tail beyond the percentile, else one from a step that only decoded."""
+        return self.mixed_itl if self.mixed_share > 1.0 - percentile / 100.0 else self.decode_itl
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The window's measured stage means over the running configuration's modelled ones."""
+
+    load: _Load
+    slots: float  # requests the running configuration can run at once
+    itl_factor: float
+    prefill_factor: float
+    # Arrivals as the queue feels them over the arrival rate: the running configuration's
+    # utilisation read from its measured queue (0: no queue) over the one its arrivals give.
+    queue_load: float
+    overhead: float  # TTFT outside the queue and the prefill, as measured
+    queue: float  # measured mean queue time
+    prefill: float  # measured mean prefill time
+    itl: float  # measured mean time per output token
+    # The ITL objective's percentile and the window's ITL there over the model's (None: no
+    # ITL objective, or the window has no such quantile; forecasts then move the mean).
+    itl_percentile: int | None = None
+    itl_quantile: float | None = None
+    itl_quantile_factor: float = 1.0
+
+    @property
+    def trusted(self) -> bool:
+        return all(
+            1 / TRUSTED_FACTOR <= f <= TRUSTED_FACTOR
+            for f in (self.itl_factor, self.prefill_factor)
+        )
+
+    @property
+    def ttft(self) -> float:
+        return self.overhead + self.queue + self.prefill
+
+    @property
+    def e2e(self) -> float:
+        return self.ttft + max(self.load.output - 1.0, 0.0) * self.itl
+
+
+def engine_config(
+    cl: VllmCommandLine, gpus: int | None, hardware: HardwareInfo
+) -> EngineConfig | None:
+    """The engine ``cl`` starts on ``gpus`` GPUs of the deployment's kind, or None when the
+    model, the GPU or the command line is one the performance model does not know or vLLM
+    would refuse."""
+    if hardware.gpu_product is None:
+        return None
+    world = _int(cl.get("tensor-parallel-size"), 1) * _int(cl.get("pipeline-parallel-size"), 1)
+    try:
+        return build_engine_config(cl, gpu=hardware.gpu_product, num_gpus=gpus or world)
+    except (StartupError, ValueError):  # unknown model or GPU (ValueErrors) or refused
+        return None
+
+
+def calibrate(
+    observation: Observation, running: EngineConfig, itl_percentile: int | None = None
+) -> Calibration | None:
+    """The running configuration's model fitted to ``observation`` (and to its ITL at
+    ``itl_percentile``, the objective's, when it has one); None when the window lacks a stage
+    the fit needs."""
+    o = observation
+    itl = o.tpot_mean if o.itl_source != "inter_token_latency" else o.itl_mean
+    if itl is None or itl <= 0:
+        itl = o.tpot_mean if o.tpot_mean else o.itl_mean
+    needed = (itl, o.ttft_mean, o.queue_time_mean, o.prefill_time_mean, o.prompt_tokens_mean)
+    if any(v is None for v in needed) or not itl or not o.prefill_time_mean:
+        return None
+    assert o.ttft_mean is not None and o.queue_time_mean is not None
+    pods = max(o.pods, 1)
+    load = _Load(
+        rate=o.arrival_rate / pods,
+        prompt=max(o.prompt_tokens_mean or 1.0, 1.0),
+        output=max(o.generation_tokens_mean or 1.0, 1.0),
+        batch=max((o.running_mean or 1.0) / pods, 1.0),
+        demand=max(((o.running_mean or 1.0) + (o.waiting_mean or 0.0)) / pods, 1.0),
+        # Caching on but no hit rate: nothing was looked up in the cache, nothing was shared.
+        hit=(o.prefix_cache_hit_rate or 0.0) if running.prefix_caching else 0.0,
+        window=o.window_seconds,
+    )
+    model = _stages(CostModel(running), load, load.batch, load.hit)
+    itl_factor = itl / model.itl
+    prefill_factor = o.prefill_time_mean / model.prefill
+    calibrated = _scaled(model, itl_factor, prefill_factor)
+    queue = max(o.queue_time_mean, 0.0)
+    service, nominal = _bottleneck(calibrated, load)
+    # M/M/1: wait = service * u / (1 - u), so u = wait / (wait + service).
+    utilisation = queue / (queue + service) if queue > 0 and service > 0 else 0.0
+    quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
+    modelled_quantile = calibrated.itl_at(itl_percentile) if itl_percentile is not None else 0.0
+    return Calibration(
+        load=load,
+        slots=calibrated.slots,
+        itl_factor=itl_factor,
+        prefill_factor=prefill_factor,
+        queue_load=utilisation / nominal if nominal > 0 else 0.0,
+        overhead=max(o.ttft_mean - queue - o.prefill_time_mean, 0.0),
+        queue=queue,
+        prefill=o.prefill_time_mean,
+        itl=itl,
+        itl_percentile=itl_percentile if quantile else None,
+        itl_quantile=quantile or None,
+        itl_quantile_factor=quantile / modelled_quantile if quantile and modelled_quantile else 1.0,
+    )
+
+
+def forecast(
+    calibration: Calibration, running: EngineConfig, candidate: EngineConfig
+) -> Forecast | None:
+    """What ``candidate`` is expected to do to the means ``calibration`` measured on
+    ``running``; None when the calibration is not to be trusted."""
+    if not calibration.trusted:
+        return None
+    load = calibration.load
+    hit: float | None
+    if candidate.prefix_caching and not running.prefix_caching:
+        hit = None  # how much of the prompts is shared shows only once caching is on
+    elif candidate.prefix_caching:
+        hit = load.hit
+    else:
+        hit = 0.0
+    itl_factor, prefill_factor = calibration.itl_factor, calibration.prefill_factor
+    cost = CostModel(candidate)
+    # More slots than the running configuration's admit the requests that waited for one;
+    # fewer hold the batch to them.
+    wider = _slots(candidate, load) > calibration.slots
+    batch = load.demand if wider else load.batch
+    stages = _scaled(_stages(cost, load, batch, hit or 0.0), itl_factor, prefill_factor)
+    service, nominal = _bottleneck(stages, load)
+    busy = calibration.queue_load * nominal
+    wait = _wait(busy, service, load.window)
+    if calibration.itl_percentile is not None and calibration.itl_quantile is not None:
+        quantile = stages.itl_at(calibration.itl_percentile) * calibration.itl_quantile_factor
+        itl = _change(quantile, calibration.itl_quantile)
+    else:
+        itl = _change(stages.itl, calibration.itl)
+    if hit is None:
+        return Forecast(ttft=None, itl=itl, e2e=None, saturated=busy >= 1.0)
+    ttft = calibration.overhead + wait + stages.prefill
+    e2e = ttft + max(load.output - 1.0, 0.0) * stages.itl
+    return Forecast(
+        ttft=_change(ttft, calibration.ttft),
+        itl=itl,
+        e2e=_change(e2e, calibration.e2e),
+        saturated=busy >= 1.0,
+    )
+
+
+def forecast_change(
+    observation: Observation,
+    hardware: HardwareInfo,
+    running: tuple[VllmCommandLine, int | None],
+    candidate: tuple[VllmCommandLine, int | None],
+    itl_percentile: int | None = None,
+) -> Forecast | None:
+    """The forecast for moving from the ``running`` (command line, GPUs) to the ``candidate``
+    one, calibrated on ``observation`` of the running one; None where the model cannot say."""
+    before = engine_config(*running, hardware)
+    after = engine_config(*candidate, hardware)
+    if before is None or after is None:
+        return None
+    calibration = calibrate(observation, before, itl_percentile)
+    return None if calibration is None else forecast(calibration, before, after)
+
+
+def _change(new: float, old: float) -> float | None:
+    return None if old <= 0 else max(new / old - 1.0, -1.0)
+
+
+def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
+    config = cost.config
+    slots = _slots(config, load)
+    n = max(1, round(min(batch, slots)))
+    context = int(load.prompt + load.output / 2)
+    draft = config.spec.num_speculative_tokens if config.spec is not None else 0
+    step = cost.step_time(decode_contexts=[context] * n, prefill_chunks=[], spec_tokens=draft)
+    per_step = cost.tokens_per_decode_step_expected()
+    cached = int(load.prompt * min(max(hit, 0.0), 1.0))
+    uncached = max(int(load.prompt) - cached, 1)
+    chunk = min(config.max_num_batched_tokens, uncached) if config.chunked_prefill else uncached
+    steps = math.ceil(uncached / max(chunk, 1))
+    timed = min(steps, MAX_PREFILL_STEPS)
+    prefill = work = 0.0
+    past = cached
+    others = [context] * (n - 1)  # the batch's other requests decode in each prefill step
+    for _ in range(timed):
+        size = min(chunk, uncached - (past - cached)) or chunk
+        prefill += cost.step_time(decode_contexts=others, prefill_chunks=[(size, past)])
+        work += cost.step_time(decode_contexts=[], prefill_chunks=[(size, past)])
+        past += size
+    scale = steps / timed
+    # Prefill chunks ride in the steps of the decoding requests: per second ``chunks`` steps
+    # also prefill a chunk (each as long as the prefill's mean step) and the rest only decode.
+    # A token's time is that of the step it came in: the mixture of the two.
+    mixed_step = prefill / timed
+    chunks = load.rate * steps
+    pure = max(1.0 - chunks * mixed_step, 0.0) / step
+    mixed_share = min(chunks / (chunks + pure), MAX_PREFILL_SHARE) if chunks + pure > 0 else 0.0
+    decode_itl, mixed_itl = step / per_step, max(mixed_step, step) / per_step
+    return _Stages(
+        itl=(1.0 - mixed_share) * decode_itl + mixed_share * mixed_itl,
+        decode_itl=decode_itl,
+        mixed_itl=mixed_itl,
+        mixed_share=mixed_share,
+        prefill=prefill * scale,
+        prefill_work=work * scale,
+        decode_share=load.output / per_step * step / n,
+        slots=slots,
+    )
+
+
+def _scaled(stages: _Stages, itl_factor: float, prefill_factor: float) -> _Stages:
+    return _Stages(
+        itl=stages.itl * itl_factor,
+        decode_itl=stages.decode_itl * itl_factor,
+        mixed_itl=stages.mixed_itl * itl_factor,
+        mixed_share=stages.mixed_share,
+        prefill=stages.prefill * prefill_factor,
+        prefill_work=stages.prefill_work * prefill_factor,
+        decode_share=stages.decode_share * itl_factor,
+        slots=stages.slots,
+    )
+
+
+def _slots(config: EngineConfig, load: _Load) -> float:
+    """Requests that can run at once: max-num-seqs, or the full-length requests the KV cache
+    holds (vLLM admits a request only when its blocks fit)."""
+    per_request = max(load.prompt + load.output, 1.0)
+    return max(min(float(config.max_num_seqs), config.kv_cache_tokens / per_request), 1.0)
+
+
+def _bottleneck(stages: _Stages, load: _Load) -> tuple[float, float]:
+    """(service time, utilisation at the load's rate) of the busier of the engine (the engine
+    time a request takes) and its slots (the time a request holds one, over the slots)."""
+    engine = stages.prefill_work + stages.decode_share
+    slot = (stages.prefill + load.output * stages.itl) / stages.slots
+    return max(((engine, load.rate * engine), (slot, load.rate * slot)), key=lambda p: p[1])
+
+
+def _wait(busy: float, service: float, window: float) -> float:
+    """Mean queue time at utilisation ``busy``: M/M/1 below saturation; at or beyond it, the
+    mean wait of a queue that grows at the excess rate over the window."""
+    if busy < SATURATED:
+        return service * busy / (1.0 - busy)
+    growing = (busy - 1.0) * window / 2.0
+    return max(service * SATURATED / (1.0 - SATURATED), growing)
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return max(int(text), 1) if text is not None else default
+    except ValueError:
+        return default

@@ -1,0 +1,214 @@
+"""The calibrated performance model (``core.model``): fitted to a window of the running
+configuration, it forecasts that configuration as measured, and a candidate by what the
+roofline knows of the change; where it cannot say, it says nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.unit.core.builders import H100, command_line
+
+from latency_tuner.core import model
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.observation import Observation
+from latency_tuner.perf.config import EngineConfig
+from latency_tuner.perf.cost import CostModel
+from latency_tuner.vllm.args import VllmCommandLine
+
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
+SHORT = ("--max-model-len", "16384")  # a 70B's full context does not fit two H100s' KV
+
+
+def engine(cl: VllmCommandLine, gpus: int = 1, hardware: HardwareInfo = H100) -> EngineConfig:
+    config = model.engine_config(cl, gpus, hardware)
+    assert config is not None
+    return config
+
+
+def window_of(config: EngineConfig, **overrides: Any) -> Observation:
+    """A window measured on ``config``: its ITL and prefill times what the roofline gives
+    (times ``slow``, default 1), 8 requests running, ``queue`` seconds of queueing."""
+    slow = overrides.pop("slow", 1.0)
+    queue = overrides.pop("queue", 0.0)
+    prompt, output, running = overrides.pop("prompt", 1000), 200, overrides.pop("running", 8)
+    cost = CostModel(config)
+    step = cost.step_time(decode_contexts=[prompt + output // 2] * running, prefill_chunks=[])
+    prefill = cost.step_time(decode_contexts=[prompt] * (running - 1), prefill_chunks=[(prompt, 0)])
+    itl, prefill = step * slow, prefill * slow
+    fields: dict[str, Any] = {
+        "window_seconds": 120.0,
+        "requests": 240,
+        "pods": 1,
+        "ttft_mean": 0.01 + queue + prefill,
+        "itl_mean": itl,
+        "queue_time_mean": queue,
+        "prefill_time_mean": prefill,
+        "request_rate": 2.0,
+        "prompt_tokens_mean": float(prompt),
+        "generation_tokens_mean": float(output),
+        "running_mean": float(running),
+        "waiting_mean": 0.0,
+    }
+    fields.update(overrides)
+    return Observation(**fields)
+
+
+def test_the_running_configuration_is_forecast_as_measured() -> None:
+    cl = command_line("--tensor-parallel-size", "2", *SHORT, model=LLAMA_70B)
+    running = engine(cl, gpus=2)
+    calibration = model.calibrate(window_of(running, queue=0.3, slow=1.4), running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, running)
+    assert forecast is not None
+    for objective in ("ttft", "itl", "e2e"):
+        assert forecast.change(objective) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_twice_the_gpus_of_tensor_parallelism_lower_a_decode_bound_itl() -> None:
+    cl = command_line("--tensor-parallel-size", "2", *SHORT, model=LLAMA_70B)
+    running, candidate = engine(cl, 2), engine(cl.with_value("tensor-parallel-size", "4"), 4)
+    calibration = model.calibrate(window_of(running), running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.itl is not None
+    assert forecast.ttft is not None
+    assert -0.6 < forecast.itl < -0.2  # weights split in two, all-reduces added
+    assert forecast.ttft < 0
+
+
+def test_fp8_weights_lower_the_itl_of_a_bf16_model() -> None:
+    cl = command_line()
+    running, candidate = engine(cl), engine(cl.with_value("quantization", "fp8"))
+    calibration = model.calibrate(window_of(running), running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.itl is not None
+    assert forecast.itl < -0.15
+
+
+def test_more_slots_shorten_a_queue_that_waits_for_them() -> None:
+    cl = command_line("--max-num-seqs", "8")
+    running, candidate = engine(cl), engine(cl.with_value("max-num-seqs", "32"))
+    window = window_of(running, queue=2.0, running=8, waiting_mean=12.0, request_rate=4.0)
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.ttft is not None
+    assert forecast.itl is not None
+    assert forecast.ttft < -0.5
+    assert forecast.itl > 0  # a larger batch decodes each token a little more slowly
+
+
+def test_without_a_queue_more_slots_leave_ttft_about_as_it_was() -> None:
+    """A closed-loop client keeps the server busy without queueing: the model reads the
+    utilisation from the measured queue, so no queue is forecast where none was."""
+    cl = command_line("--max-num-seqs", "8")
+    running, candidate = engine(cl), engine(cl.with_value("max-num-seqs", "32"))
+    calibration = model.calibrate(window_of(running, queue=0.0), running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.ttft is not None
+    assert abs(forecast.ttft) < 0.1
+
+
+def test_a_single_user_gets_no_queue_from_a_slower_engine() -> None:
+    cl = command_line("--tensor-parallel-size", "2")
+    running, candidate = engine(cl, 2), engine(cl.with_value("tensor-parallel-size", "1"), 1)
+    window = window_of(running, running=1, request_rate=0.4, queue=0.0)
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.ttft is not None
+    assert forecast.ttft < 1.5  # slower prefill, but no queue out of nothing
+
+
+def test_turning_the_prefix_cache_on_forecasts_no_ttft() -> None:
+    """How much of the prompts is shared shows only once caching is on: no TTFT guess."""
+    cl = command_line().with_flag("enable-prefix-caching", False)
+    running, candidate = engine(cl), engine(cl.with_flag("enable-prefix-caching", True))
+    calibration = model.calibrate(window_of(running), running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.ttft is None
+    assert forecast.e2e is None
+    assert forecast.itl is not None
+
+
+def test_a_model_the_performance_model_does_not_know_gets_no_forecast() -> None:
+    cl = command_line(model="acme/unheard-of-13b")
+    window = window_of(engine(command_line()))
+    forecast = model.forecast_change(
+        window, H100, (cl, 1), (cl.with_value("max-num-seqs", "64"), 1)
+    )
+    assert forecast is None
+
+
+def test_an_unknown_gpu_gets_no_forecast() -> None:
+    cl = command_line()
+    window = window_of(engine(cl))
+    forecast = model.forecast_change(
+        window, HardwareInfo(), (cl, 1), (cl.with_value("max-num-seqs", "64"), 1)
+    )
+    assert forecast is None
+
+
+def test_a_window_far_from_the_model_is_not_trusted_to_forecast() -> None:
+    cl = command_line()
+    running = engine(cl)
+    calibration = model.calibrate(window_of(running, slow=10.0), running)
+    assert calibration is not None
+    assert not calibration.trusted
+    assert (
+        model.forecast(calibration, running, engine(cl.with_value("quantization", "fp8"))) is None
+    )
+
+
+def test_a_window_without_stage_times_cannot_be_calibrated() -> None:
+    running = engine(command_line())
+    assert model.calibrate(window_of(running, prefill_time_mean=None), running) is None
+
+
+def test_smaller_prefill_chunks_lower_an_itl_tail_made_of_prefill_steps() -> None:
+    """6,000-token prompts once a second: a few steps in a hundred also prefill, and they are
+    the ITL p99. A smaller budget makes those steps shorter (the tail falls) for the same
+    prefill work (the mean hardly moves)."""
+    cl = command_line("--max-num-batched-tokens", "8192")
+    running = engine(cl)
+    smaller = engine(cl.with_value("max-num-batched-tokens", "1024"))
+    window = window_of(running, prompt=6000, request_rate=1.0)
+    window = window.model_copy(update={"itl": {99: 3 * (window.itl_mean or 0)}})
+    tail = model.calibrate(window, running, itl_percentile=99)
+    mean = model.calibrate(window, running)
+    assert tail is not None
+    assert mean is not None
+    tail_forecast = model.forecast(tail, running, smaller)
+    mean_forecast = model.forecast(mean, running, smaller)
+    assert tail_forecast is not None
+    assert mean_forecast is not None
+    assert tail_forecast.itl is not None
+    assert mean_forecast.itl is not None
+    assert tail_forecast.itl < -0.3
+    assert abs(mean_forecast.itl) < 0.15
+
+
+def test_smaller_prefill_chunks_can_bring_prefill_steps_into_the_itl_p90() -> None:
+    """The other side of the trade: at four 6,000-token prompts a second, chunks of 1,024
+    tokens put a prefill chunk into so many steps that the p90 token comes from one."""
+    cl = command_line("--max-num-batched-tokens", "8192")
+    running = engine(cl)
+    smaller = engine(cl.with_value("max-num-batched-tokens", "1024"))
+    window = window_of(running, prompt=6000, request_rate=4.0)
+    window = window.model_copy(update={"itl": {90: 1.2 * (window.itl_mean or 0)}})
+    calibration = model.calibrate(window, running, itl_percentile=90)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, smaller)
+    assert forecast is not None
+    assert forecast.itl is not None
+    assert forecast.itl > 0.5
