@@ -176,6 +176,10 @@ class _World:
             f"vllm-{i:04d}": _namespace(i, namespaces) for i in range(targets)
         }  # Deployment -> its namespace
         self.metrics: dict[str, str] = {}  # MetricsAvailable status and reason per target
+        # Breached targets (LatencyTarget names): each GET (a reconcile starts with one) and
+        # each status write, with the time, so a breach that does not roll out says why.
+        self.watched: set[str] = set()
+        self.timeline: list[dict[str, Any]] = []
         from benchmarks.scale.fleet_metrics import FleetMetrics
 
         self.fleet = FleetMetrics(self.namespace_of, self.pod)
@@ -186,11 +190,16 @@ class _World:
         from latency_tuner.core.sharding.assignment import SHARD_LABEL
         from latency_tuner.sandbox.apiserver import ApiServer, KubeApiEmulator
 
-        counts = self.requests
+        counts, watched, timeline = self.requests, self.watched, self.timeline
 
         class CountingEmulator(KubeApiEmulator):
             async def __call__(self, raw_request: Any) -> Any:
-                counts[_request_kind(raw_request.method, raw_request.path, raw_request.query)] += 1
+                kind = _request_kind(raw_request.method, raw_request.path, raw_request.query)
+                counts[kind] += 1
+                if kind == "get latencytargets" and watched:
+                    name = raw_request.path.rsplit("/", 1)[-1]
+                    if name in watched:
+                        timeline.append({"t": time.time(), "target": name, "event": "GET"})
                 return await super().__call__(raw_request)
 
             def _items(
@@ -305,6 +314,8 @@ class _World:
                         self.metrics[name] = f"{c.get('status')} {c.get('reason')}"
                 if status.get("currentTrial"):
                     self.trial_at.setdefault(name, time.time())
+                if name in self.watched:
+                    self.timeline.append(_status_event(name, status))
 
     def _commands(self, api: Any, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
         for line in sys.stdin:
@@ -316,7 +327,9 @@ class _World:
                 future = asyncio.run_coroutine_threadsafe(self._size(api), loop)
                 _say(future.result(ANSWER_SECONDS))
             elif command.startswith("breach "):
-                self.fleet.breached.update(command.split(" ", 1)[1].split(","))
+                deployments = command.split(" ", 1)[1].split(",")
+                self.watched.update(d.replace("vllm-", "lt-") for d in deployments)
+                self.fleet.breached.update(deployments)
                 _say({"at": time.time()})
             elif command == "quit":
                 break
@@ -335,7 +348,29 @@ class _World:
             "metrics": dict(collections.Counter(self.metrics.values())),
             "trial_at": self.trial_at,
             "bumped_at": self.bumped_at,
+            "timeline": self.timeline,
         }
+
+
+def _status_event(name: str, status: dict[str, Any]) -> dict[str, Any]:
+    """One status write of a breached target: phase, window, diagnosis, conditions."""
+    observed = status.get("observed") or {}
+    conditions = {
+        c.get("type"): f"{c.get('status')} {c.get('reason')}"
+        for c in status.get("conditions") or []
+    }
+    return {
+        "t": time.time(),
+        "target": name,
+        "event": "status",
+        "phase": status.get("phase"),
+        "ttft_s": observed.get("ttftSeconds"),
+        "observed_at": observed.get("observedAt"),
+        "requests": observed.get("requests"),
+        "bottleneck": (status.get("diagnosis") or {}).get("bottleneck"),
+        "conditions": conditions,
+        "trial": bool(status.get("currentTrial")),
+    }
 
 
 # ---- operator process: the real operator, a scripted metrics source -------------------------
@@ -790,8 +825,12 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             lts = [name.replace("vllm-", "lt-") for name in names]
             bumps = [stats["bumped_at"][m] - breach_at for m in names if m in stats["bumped_at"]]
             trials = [stats["trial_at"][m] - breach_at for m in lts if m in stats["trial_at"]]
+            # What each breached target went through, seconds after the breach: why a breach
+            # that did not roll out did not (not reconciled, judged met, no data, stuck).
+            timeline = [{**e, "t": round(e["t"] - breach_at, 1)} for e in stats["timeline"]]
             result.update(
                 breached=k,
+                breach_timeline=timeline,
                 rolled_out=len(bumps),
                 breach_to_trial_s=_summary(trials),
                 breach_to_rollout_s=_summary(bumps),
