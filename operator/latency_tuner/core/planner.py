@@ -25,23 +25,31 @@ removes what history rules out:
   since (the configuration that trial was judged on is gone).
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
-the diagnosis still pulls that way and the next rung is open ("continue while it helps"). Pure.
+the diagnosis still pulls that way and the next rung is open ("continue while it helps").
+
+Within the order of kinds (fixes of deployment problems, then safe, lossy, costly), the open
+candidates are ordered by the score the calibrated performance model (``core.model``) expects
+after each: every objective's observed ratio to its threshold times the forecast change of its
+latency, or, where the model cannot forecast a latency the candidate aims at, less the knob's
+prior gain. A candidate the model expects to leave the score where it is ranks behind one it
+expects to lower it, whatever the priors say. Pure.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from latency_tuner.api.spec import Knobs
 from latency_tuner.api.status import Trial, Verdict
-from latency_tuner.core import candidates
+from latency_tuner.core import candidates, model
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis
 from latency_tuner.core.evidence import Finding
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import CATALOG, Change, KnobName, same_value
+from latency_tuner.core.knobs import CATALOG, Change, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.verdict import BOTH_SATURATED
 from latency_tuner.vllm.args import VllmCommandLine
@@ -157,6 +165,7 @@ def plan(
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
+    open_ = _by_forecast(open_, diagnosis, observation, config, cv, knobs, hardware)
     # A change whose pods waited for GPUs is retried, but after the others: the cluster may
     # have room by then, and the rest did not have to wait for it.
     open_.sort(key=lambda c: _failed_transiently(c, history))
@@ -166,6 +175,51 @@ def plan(
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out)
     return _complete(_change(open_[0], config, cv, continuing=False), config, knobs)
+
+
+def _by_forecast(
+    open_: list[Candidate],
+    diagnosis: Diagnosis,
+    observation: Observation,
+    config: VllmCommandLine,
+    cv: ConfigView,
+    knobs: Knobs,
+    hardware: HardwareInfo,
+) -> list[Candidate]:
+    """``open_`` in the order of kinds, then by the score the calibrated model expects after
+    each (stable: ties, and every candidate when the model cannot calibrate, keep the
+    ranking's order)."""
+    score = diagnosis.score
+    running = model.engine_config(config, None, hardware)
+    itl = score.get("itl") if score is not None else None
+    percentile = itl.percentile if itl is not None else None
+    calibration = model.calibrate(observation, running, percentile) if running else None
+    if score is None or running is None or calibration is None or not calibration.trusted:
+        return open_
+
+    def expected_score(candidate: Candidate) -> float:
+        change = _complete(_change(candidate, config, cv, continuing=False), config, knobs)
+        try:
+            applied = apply(change, config)
+        except ValueError:
+            return math.inf
+        after = model.engine_config(applied.command_line, applied.gpu_limit, hardware)
+        if after is None:
+            return math.inf  # vLLM would refuse it (out of memory, TP over the heads)
+        forecast = model.forecast(calibration, running, after)
+        aimed = dict(candidate.expected)
+        total = 0.0
+        for objective in score.objectives:
+            if objective.ratio is None:
+                continue
+            modelled = forecast.change(objective.name) if forecast is not None else None
+            if modelled is None:
+                modelled = -aimed.get(objective.name, 0.0)
+            total += max(objective.ratio * (1.0 + modelled) - 1.0, 0.0)
+        return total
+
+    expected = {id(c): expected_score(c) for c in open_}
+    return sorted(open_, key=lambda c: (c.sort_key()[:2], expected[id(c)]))
 
 
 def _complete(change: Change, config: VllmCommandLine, knobs: Knobs) -> Change:

@@ -138,17 +138,7 @@ def test_scoring_keeps_where_a_prediction_came_from() -> None:
 
 
 def test_a_prior_beyond_the_whole_latency_expects_at_most_all_of_it() -> None:
-    change = Change(
-        knob=KnobName.MAX_NUM_SEQS,
-        from_value="16",
-        to_value="32",
-        knob_class=KnobClass.SAFE,
-        expected_gain=1.4,
-        expected_score_gain=1.0,
-        bottleneck=Bottleneck.QUEUEING,
-        reason="test",
-        expected=(("ttft", 1.4), ("itl", -0.2)),
-    )
+    change = _change(ttft=1.4, itl=-0.2)
     ttft, itl = predictions(change, MetricSnapshot(ttft_seconds=2.0, itl_seconds=0.02))
     assert (ttft.expected_change, ttft.expected_seconds) == (-1.0, 0.0)
     assert (itl.expected_change, itl.expected_seconds) == (0.0, 0.02)

@@ -1,0 +1,63 @@
+"""Within one kind of change (safe, lossy, costly) the planner tries first the candidate the
+calibrated performance model expects to lower the violation score most, whatever order the
+priors would give."""
+
+from __future__ import annotations
+
+from tests.unit.core.builders import H100, command_line, interference, knobs, objectives
+
+from latency_tuner.core.diagnosis import diagnose
+from latency_tuner.core.evidence import Bottleneck
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.knobs import Change, KnobName
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import plan
+
+CL = command_line("--max-num-batched-tokens", "2048")
+SPEC = knobs(
+    max_num_batched_tokens={"min": 512, "max": 16384},
+    prefix_caching=False,
+    max_num_seqs=None,
+    gpu_memory_utilization=None,
+)
+GOAL = objectives(itl="30ms", percentile=90)
+
+
+def _window(rate: float) -> Observation:
+    # 6,000-token prompts, half of them cached: 3,000 tokens to prefill, in two 2,048-token
+    # steps; the p90 token waits on a step that also prefills.
+    return interference(
+        prompt_tokens_mean=6000.0,
+        request_rate=rate,
+        ttft_mean=0.25,
+        prefill_time_mean=0.12,
+        queue_time_mean=0.05,
+        itl={50: 0.012, 90: 0.05, 99: 0.08},
+        itl_mean=0.02,
+        running_mean=16.0,
+    )
+
+
+def test_a_budget_that_prefills_a_prompt_in_one_step_goes_first_when_that_clears_the_p90() -> None:
+    """Priors rank smaller chunks first against prefill interference. At four prompts a
+    second the model sees it the other way: a budget that prefills each prompt in one step
+    leaves so few steps with a prefill that the p90 token comes from a decode-only step, while
+    smaller chunks only shorten the steps that stay in the p90."""
+    window = _window(4.0)
+    d = diagnose(window, GOAL, CL, H100, SPEC)
+    assert d.bottleneck is Bottleneck.PREFILL_INTERFERENCE
+    assert d.ranking is not None
+    assert [c.direction for c in d.ranking.candidates][:2] == [-1, 1]  # the priors' order
+    change = plan(d, window, CL, SPEC, H100)
+    assert isinstance(change, Change)
+    assert change.knob is KnobName.MAX_NUM_BATCHED_TOKENS
+    assert int(change.to_value or 0) > 2048
+
+
+def test_without_a_model_of_the_gpu_the_priors_order_stands() -> None:
+    window = _window(4.0)
+    unknown = HardwareInfo()
+    d = diagnose(window, GOAL, CL, unknown, SPEC)
+    change = plan(d, window, CL, SPEC, unknown)
+    assert isinstance(change, Change)
+    assert int(change.to_value or 0) < 2048
