@@ -21,7 +21,7 @@ from latency_tuner.api.status import MetricSnapshot, Phase, Prediction, Trial
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.knobs import Change, KnobClass, KnobName
 from latency_tuner.core.model import Forecast
-from latency_tuner.core.rollout.values import predictions, scored
+from latency_tuner.core.rollout.values import forecast_note, predictions, scored
 
 STAMP = "2026-12-02T10:00:00Z"
 
@@ -142,3 +142,13 @@ def test_a_prior_beyond_the_whole_latency_expects_at_most_all_of_it() -> None:
     ttft, itl = predictions(change, MetricSnapshot(ttft_seconds=2.0, itl_seconds=0.02))
     assert (ttft.expected_change, ttft.expected_seconds) == (-1.0, 0.0)
     assert (itl.expected_change, itl.expected_seconds) == (0.0, 0.02)
+
+
+def test_the_message_that_starts_a_trial_quotes_the_models_forecast_only() -> None:
+    found = [
+        Prediction(objective="itl", basis="model", expected_change=-0.45),
+        Prediction(objective="ttft", basis="prior", expected_change=-0.3),
+        Prediction(objective="e2e", basis="model", aimed=False, expected_change=0.031),
+    ]
+    assert forecast_note(found) == "the calibrated model forecasts ITL -45%, E2E +3%"
+    assert forecast_note(found[1:2]) == ""

@@ -31,6 +31,7 @@ from latency_tuner.core.rollout.values import (
     changed_arguments,
     container_snapshot,
     diagnosis_status,
+    forecast_note,
     metric_snapshot,
     predictions,
     target_container,
@@ -263,6 +264,8 @@ def _start_trial(
     )
     r.phase(Phase.ROLLING_OUT)
     message = f"trial {trial.id}: {change.describe()} ({change.reason})"
+    if note := forecast_note(trial.predictions):
+        message += f"; {note}"
     if trial.canary is not None:
         message += f"; as canary {trial.canary.name} beside the baseline pods"
     r.condition(ConditionType.PROGRESSING, True, "TrialStarted", message)

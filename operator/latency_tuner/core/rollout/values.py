@@ -228,6 +228,14 @@ def _prediction(
     )
 
 
+def forecast_note(found: Sequence[Prediction]) -> str:
+    """ "the calibrated model forecasts ITL -45%, TTFT +3%" for the model's
+    predictions, "" when there are none (for the message that starts a trial)."""
+    modelled = [f"{p.objective.upper()} {p.expected_change:+.0%}" for p in found
+                if p.basis == "model"]  # fmt: skip
+    return f"the calibrated model forecasts {', '.join(modelled)}" if modelled else ""
+
+
 def scored(trial: Trial) -> Trial:
     """``trial`` with each prediction's measured change and error, from its before and after
     snapshots (the windows its verdict compared); unchanged where either has no value."""
