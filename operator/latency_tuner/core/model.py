@@ -57,6 +57,9 @@ SATURATED = 0.98
 # stop, which a window that measured an ITL did not see.
 MAX_PREFILL_SHARE = 0.9
 MAX_PREFILL_STEPS = 256  # prefill chunks timed one by one; longer prompts are scaled from them
+# Requests timed per decode step at most: a command line or a gauge can claim any number, and a
+# forecast must stay cheap on the operator's loop whatever a tenant writes.
+MAX_BATCH = 4096
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ def _change(new: float, old: float) -> float | None:
 def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     config = cost.config
     slots = _slots(config, load)
-    n = max(1, round(min(batch, slots)))
+    n = max(1, round(min(batch, slots, MAX_BATCH)))
     context = int(load.prompt + load.output / 2)
     draft = config.spec.num_speculative_tokens if config.spec is not None else 0
     step = cost.step_time(decode_contexts=[context] * n, prefill_chunks=[], spec_tokens=draft)

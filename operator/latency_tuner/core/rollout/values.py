@@ -200,8 +200,8 @@ def predictions(
     aimed = [objective for objective, _ in change.expected]
     for objective, prior in change.expected:
         modelled = forecast.change(objective) if forecast is not None else None
-        gain = -modelled if modelled is not None else min(max(prior, 0.0), 1.0)
-        found.append(_prediction(objective, -gain, before, modelled is not None, aimed=True))
+        expected = modelled if modelled is not None else -min(max(prior, 0.0), 1.0)
+        found.append(_prediction(objective, expected, before, modelled is not None, aimed=True))
     for objective in OBJECTIVE_NAMES:
         modelled = forecast.change(objective) if forecast is not None else None
         if objective not in aimed and modelled is not None:

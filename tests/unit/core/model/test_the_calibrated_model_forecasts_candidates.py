@@ -212,3 +212,16 @@ def test_smaller_prefill_chunks_can_bring_prefill_steps_into_the_itl_p90() -> No
     assert forecast is not None
     assert forecast.itl is not None
     assert forecast.itl > 0.5
+
+
+def test_a_window_claiming_millions_in_flight_is_forecast_in_bounded_time() -> None:
+    """A tenant's gauges (or command line) can claim any batch: the model times at most
+    ``MAX_BATCH`` requests a step, so one forecast stays cheap on the operator's loop."""
+    cl = command_line("--max-num-seqs", "16384", "--max-num-batched-tokens", "16384")
+    running = engine(cl)
+    window = window_of(running).model_copy(update={"running_mean": 5e6, "waiting_mean": 1e9})
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    assert calibration.load.batch == 5e6  # what the window said, kept ...
+    forecast = model.forecast(calibration, running, engine(cl.with_value("quantization", "fp8")))
+    assert forecast is None or forecast.itl is not None  # ... and answered, trusted or not
