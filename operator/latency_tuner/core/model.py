@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import ObjectiveName
@@ -39,6 +40,7 @@ from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
 
 __all__ = [
+    "MAX_BATCH",
     "TRUSTED_FACTOR",
     "Calibration",
     "Forecast",
@@ -155,9 +157,9 @@ def engine_config(
     would refuse."""
     if hardware.gpu_product is None:
         return None
-    world = _int(cl.get("tensor-parallel-size"), 1) * _int(cl.get("pipeline-parallel-size"), 1)
+    tp, pp = (parse_int(cl.get(f"{kind}-parallel-size")) or 1 for kind in ("tensor", "pipeline"))
     try:
-        return build_engine_config(cl, gpu=hardware.gpu_product, num_gpus=gpus or world)
+        return build_engine_config(cl, gpu=hardware.gpu_product, num_gpus=gpus or max(tp * pp, 1))
     except (StartupError, ValueError):  # unknown model or GPU (ValueErrors) or refused
         return None
 
@@ -173,7 +175,10 @@ def calibrate(
     if itl is None or itl <= 0:
         itl = o.tpot_mean if o.tpot_mean else o.itl_mean
     needed = (itl, o.ttft_mean, o.queue_time_mean, o.prefill_time_mean, o.prompt_tokens_mean)
-    if any(v is None for v in needed) or not itl or not o.prefill_time_mean:
+    if any(v is None or not math.isfinite(v) for v in needed) or not itl or not o.prefill_time_mean:
+        return None  # a stage not measured, or a tenant's series that is not a number
+    others = (o.generation_tokens_mean, o.running_mean, o.waiting_mean, o.prefix_cache_hit_rate)
+    if not all(v is None or math.isfinite(v) for v in (*others, o.arrival_rate)):
         return None
     assert o.ttft_mean is not None and o.queue_time_mean is not None
     pods = max(o.pods, 1)
@@ -353,10 +358,3 @@ def _wait(busy: float, service: float, window: float) -> float:
         return service * busy / (1.0 - busy)
     growing = (busy - 1.0) * window / 2.0
     return max(service * SATURATED / (1.0 - SATURATED), growing)
-
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return max(int(text), 1) if text is not None else default
-    except ValueError:
-        return default

@@ -11,6 +11,7 @@ from tests.unit.core.builders import H100, command_line
 
 from latency_tuner.core import model
 from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.model import MAX_BATCH
 from latency_tuner.core.observation import Observation
 from latency_tuner.perf.config import EngineConfig
 from latency_tuner.perf.cost import CostModel
@@ -214,14 +215,22 @@ def test_smaller_prefill_chunks_can_bring_prefill_steps_into_the_itl_p90() -> No
     assert forecast.itl > 0.5
 
 
-def test_a_window_claiming_millions_in_flight_is_forecast_in_bounded_time() -> None:
-    """A tenant's gauges (or command line) can claim any batch: the model times at most
-    ``MAX_BATCH`` requests a step, so one forecast stays cheap on the operator's loop."""
-    cl = command_line("--max-num-seqs", "16384", "--max-num-batched-tokens", "16384")
-    running = engine(cl)
-    window = window_of(running).model_copy(update={"running_mean": 5e6, "waiting_mean": 1e9})
-    calibration = model.calibrate(window, running)
-    assert calibration is not None
-    assert calibration.load.batch == 5e6  # what the window said, kept ...
-    forecast = model.forecast(calibration, running, engine(cl.with_value("quantization", "fp8")))
-    assert forecast is None or forecast.itl is not None  # ... and answered, trusted or not
+def test_requests_in_flight_beyond_the_timed_batch_are_timed_as_that_batch() -> None:
+    """A tenant's gauges can claim any number running (here with 1-token requests, so the KV
+    cache would hold ~100,000): the model times at most ``MAX_BATCH`` a step, so a forecast
+    stays cheap on the operator's loop whatever a window says."""
+    running = engine(command_line("--max-num-seqs", "16384", "--max-num-batched-tokens", "16384"))
+    tiny = {"prompt_tokens_mean": 1.0, "generation_tokens_mean": 1.0}
+    claimed = window_of(running, **tiny).model_copy(update={"running_mean": 5e6})
+    capped = window_of(running, **tiny).model_copy(update={"running_mean": float(MAX_BATCH)})
+    over, at = model.calibrate(claimed, running), model.calibrate(capped, running)
+    assert over is not None
+    assert at is not None
+    assert over.itl_factor == at.itl_factor
+
+
+def test_a_window_value_that_is_not_a_number_gets_no_calibration() -> None:
+    running = engine(command_line())
+    for field in ("prompt_tokens_mean", "running_mean", "itl_mean"):
+        window = window_of(running).model_copy(update={field: float("nan")})
+        assert model.calibrate(window, running) is None, field
