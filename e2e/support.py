@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from latency_tuner.report.model import TuningReport
 from latency_tuner.sandbox.demo import DemoRun
 from latency_tuner.sandbox.prometheus import binary
 from latency_tuner.sandbox.scenario import Scenario, load_scenario
@@ -52,3 +53,19 @@ async def deployment_generation(run: DemoRun) -> int:
     )
     assert dep is not None
     return int(dep["metadata"]["generation"])
+
+
+def story(result: TuningReport) -> str:
+    """What a run went through, for an assertion message: pytest shortens a repr of the trials
+    to their first keys, which hides the verdicts and reasons that explain a failure."""
+    lines = [f"phase {result.phase}, targets met {result.targets_met}, problems {result.problems}"]
+    lines += [
+        f"trial {t.get('id')}: {t.get('knob')} {t.get('from')} -> {t.get('to')}: "
+        f"{t.get('verdict')}: {t.get('reason')}"
+        for t in result.trials
+    ]
+    lines += [
+        f"condition {c.get('type')}={c.get('status')}: {c.get('message')}"
+        for c in result.conditions
+    ]
+    return "\n".join(lines)

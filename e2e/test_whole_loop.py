@@ -21,6 +21,7 @@ from e2e.support import (
     met,
     require_prometheus,
     scenario,
+    story,
 )
 
 from latency_tuner.sandbox.demo import demo_run, run_demo
@@ -43,7 +44,7 @@ async def test_a_bottleneck_converges_in_auto_mode_within_its_expected_trials(
     chosen = scenario(name)
     with (tmp_path / "progress.log").open("w") as out:
         result = await run_demo(chosen, workdir=tmp_path, within=300, out=out)
-    assert result.targets_met, (result.problems, result.trials)
+    assert result.targets_met, story(result)
     assert result.phase == "Converged"
     assert result.expectations_held, result.problems
     assert result.trials[0]["knob"] == first_knob
@@ -177,5 +178,5 @@ async def test_without_prometheus_the_operator_scrapes_the_pods_itself_and_conve
             scenario("queueing"), workdir=tmp_path, within=300, out=out, prometheus=False
         )
     assert result.metrics_source == "direct scrape"
-    assert result.targets_met, (result.problems, result.trials)
+    assert result.targets_met, story(result)
     assert [(t["knob"], t["verdict"]) for t in result.trials] == [("maxNumSeqs", "Keep")]

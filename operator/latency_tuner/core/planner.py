@@ -22,7 +22,11 @@ removes what history rules out:
   kept since (the server that saturated is gone);
 - a numeric knob does not step back into the range a kept trial moved it out of (the kept
   trial showed that side is worse under this load), unless another knob's change was kept
-  since (the configuration that trial was judged on is gone).
+  since (the configuration that trial was judged on is gone). A value strictly inside that
+  range was not judged, though: a jump from 16384 to 512 batched tokens that fixed ITL can
+  overshoot into TTFT, and 1024 may meet both. Such a value is open when the calibrated model
+  expects it to at least halve the window's violation (``STEP_BACK_SCORE``); the start itself
+  stays closed. Each such step narrows the range, so this ends.
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps").
@@ -38,7 +42,7 @@ expects to lower it, whatever the priors say. Pure.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from latency_tuner.api.spec import Knobs
@@ -62,6 +66,10 @@ MAX_INCONCLUSIVE_ANY_LOAD = 3
 # A failed trial's reason starts so when its pods only waited for GPUs: not the value's fault.
 TRANSIENT_FAILURE = "rollout failed (transient, to retry later):"
 MAX_TRANSIENT = 2  # transient failures of one change, then it rests like a permanent one
+# A value inside the range a kept move left is tried when the calibrated model expects it to
+# leave at most this share of the window's violation: halving it is beyond the model's
+# typical error (a median 24-34 points on the harder suite), so not a coin toss.
+STEP_BACK_SCORE = 0.5
 
 
 @dataclass(frozen=True)
@@ -157,15 +165,26 @@ def plan(
             hardware=hardware,
             observation=observation,
         )
+    expected = _forecaster(diagnosis, observation, config, cv, knobs, hardware)
+    now = _violation(diagnosis)
+
+    def clearly_better(candidate: Candidate) -> bool:
+        return expected is not None and now > 0 and expected(candidate) <= now * STEP_BACK_SCORE
+
     ruled_out: list[str] = []
     open_: list[Candidate] = []
     for candidate in ranking.candidates:
-        why_not = _ruled_out(candidate, history, incompatible, observation.load, load_tolerance)
+        why_not = _ruled_out(
+            candidate, history, incompatible, observation.load, load_tolerance, clearly_better
+        )
         if why_not is None:
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
-    open_ = _by_forecast(open_, diagnosis, observation, config, cv, knobs, hardware)
+    if expected is not None:
+        # Within the order of kinds, by the score the model expects (stable: ties keep the
+        # ranking's order).
+        open_.sort(key=lambda c: (c.sort_key()[:2], expected(c)))
     # A change whose pods waited for GPUs is retried, but after the others: the cluster may
     # have room by then, and the rest did not have to wait for it.
     open_.sort(key=lambda c: _failed_transiently(c, history))
@@ -177,35 +196,37 @@ def plan(
     return _complete(_change(open_[0], config, cv, continuing=False), config, knobs)
 
 
-def _by_forecast(
-    open_: list[Candidate],
+def _forecaster(
     diagnosis: Diagnosis,
     observation: Observation,
     config: VllmCommandLine,
     cv: ConfigView,
     knobs: Knobs,
     hardware: HardwareInfo,
-) -> list[Candidate]:
-    """``open_`` in the order of kinds, then by the score the calibrated model expects after
-    each (stable: ties, and every candidate when the model cannot calibrate, keep the
-    ranking's order)."""
+) -> Callable[[Candidate], float] | None:
+    """The violation score (``_violation``) the calibrated model expects after a candidate,
+    where the model reaches no latency the candidate aims at, less the knob's prior gain; None
+    when the model cannot calibrate on this window (then only the ranking orders)."""
     score = diagnosis.score
     running = model.engine_config(config, None, hardware)
     itl = score.get("itl") if score is not None else None
     percentile = itl.percentile if itl is not None else None
     calibration = model.calibrate(observation, running, percentile) if running else None
     if score is None or running is None or calibration is None or not calibration.trusted:
-        return open_
+        return None
+    known: dict[int, float] = {}
 
     def expected_score(candidate: Candidate) -> float:
+        if id(candidate) in known:
+            return known[id(candidate)]
         change = _complete(_change(candidate, config, cv, continuing=False), config, knobs)
         try:
             applied = apply(change, config)
         except ValueError:
-            return math.inf
+            return known.setdefault(id(candidate), math.inf)
         after = model.engine_config(applied.command_line, applied.gpu_limit, hardware)
-        if after is None:
-            return math.inf  # vLLM would refuse it (out of memory, TP over the heads)
+        if after is None:  # vLLM would refuse it (out of memory, TP over the heads)
+            return known.setdefault(id(candidate), math.inf)
         forecast = model.forecast(calibration, running, after)
         aimed = dict(candidate.expected)
         total = 0.0
@@ -216,10 +237,17 @@ def _by_forecast(
             if modelled is None:
                 modelled = -aimed.get(objective.name, 0.0)
             total += max(objective.ratio * (1.0 + modelled) - 1.0, 0.0)
-        return total
+        return known.setdefault(id(candidate), total)
 
-    expected = {id(c): expected_score(c) for c in open_}
-    return sorted(open_, key=lambda c: (c.sort_key()[:2], expected[id(c)]))
+    return expected_score
+
+
+def _violation(diagnosis: Diagnosis) -> float:
+    """How far the window misses its targets: the sum of each objective's ratio to its
+    threshold beyond 1 (0 when all are met), the scale ``_forecaster`` scores on."""
+    if diagnosis.score is None:
+        return 0.0
+    return sum(max(o.ratio - 1.0, 0.0) for o in diagnosis.score.objectives if o.ratio is not None)
 
 
 def _complete(change: Change, config: VllmCommandLine, knobs: Knobs) -> Change:
@@ -233,6 +261,7 @@ def _ruled_out(
     incompatible: Collection[tuple[str, str | None]],
     load: LoadFingerprint,
     tolerance: float,
+    clearly_better: Callable[[Candidate], bool],
 ) -> str | None:
     name = candidate.knob.value
     label = f"{name} -> {candidate.to_value if candidate.to_value is not None else '(removed)'}"
@@ -249,6 +278,7 @@ def _ruled_out(
             and comparable
             and _steps_back(record, candidate.to_value)
             and not _reconfigured_since(history, index)
+            and not (_inside(record, candidate.to_value) and clearly_better(candidate))
         ):
             return (
                 f"{label} goes back towards {record.from_value}, which trial "
@@ -316,6 +346,15 @@ def _steps_back(record: TrialRecord, value: str | None) -> bool:
         return False
     low, high = min(start, end), max(start, end)
     return low <= to <= high and to != end
+
+
+def _inside(record: TrialRecord, value: str | None) -> bool:
+    """``value`` lies strictly between where a kept numeric move started and where it went:
+    a value that trial did not judge (it showed the start worse, not every value between)."""
+    start, end, to = _number(record.from_value), _number(record.to_value), _number(value)
+    if start is None or end is None or to is None:
+        return False
+    return min(start, end) < to < max(start, end)
 
 
 def _continuation(

@@ -9,6 +9,7 @@ from tests.unit.core.builders import (
     A100,
     H100,
     command_line,
+    healthy,
     interference,
     knobs,
     objectives,
@@ -246,6 +247,45 @@ def test_a_numeric_knob_does_not_step_back_into_the_range_a_kept_trial_left() ->
     assert isinstance(result, Exhausted)
     assert "maxNumBatchedTokens -> 4096 goes back towards 8192" in result.reason
     assert isinstance(plan(d, window, cl, spec, H100, []), Change)
+
+
+def _chunked_long_prompts_at_512(ttft_target: str) -> Change | Exhausted:
+    # 16384 -> 512 batched tokens was kept (it fixed ITL); 4,000-token prompts now take eight
+    # chunks, and TTFT p90 (200 ms) is over its target while ITL is met.
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    cl = command_line("--enable-chunked-prefill", "--max-num-batched-tokens", "512")
+    window = healthy(
+        prompt_tokens_mean=4000.0,
+        ttft={50: 0.15, 90: 0.2, 99: 0.25},
+        ttft_mean=0.16,
+        prefill_time_mean=0.12,
+        queue_time_mean=0.03,
+        itl={50: 0.012, 90: 0.014, 99: 0.016},
+        itl_mean=0.012,
+    )
+    spec = knobs(max_num_batched_tokens={"min": 512, "max": 16384})
+    d = diagnose(window, objectives(ttft=ttft_target, itl="30ms"), cl, H100, spec)
+    history = [record("16384", "512", Verdict.KEEP, window.load, batched)]
+    return plan(d, window, cl, spec, H100, history)
+
+
+def test_a_value_inside_a_kept_jump_is_tried_when_the_model_expects_it_to_halve_the_miss() -> None:
+    # TTFT p90 200 ms against 150 ms: the model expects 1024 to take 14% off prefill-bound
+    # TTFT, the miss from 0.33 to 0.15 of the target.
+    change = _chunked_long_prompts_at_512("150ms")
+    assert isinstance(change, Change), change
+    assert (change.knob, change.from_value, change.to_value) == (
+        KnobName.MAX_NUM_BATCHED_TOKENS,
+        "512",
+        "1024",
+    )
+
+
+def test_a_value_inside_a_kept_jump_stays_closed_when_the_model_expects_less() -> None:
+    # Against 120 ms the same 14% leaves most of the miss (0.67 -> 0.43 of the target).
+    result = _chunked_long_prompts_at_512("120ms")
+    assert isinstance(result, Exhausted)
+    assert "maxNumBatchedTokens -> 1024 goes back towards 16384" in result.reason
 
 
 def test_a_record_without_a_load_counts_as_comparable() -> None:
