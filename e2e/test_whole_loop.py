@@ -48,7 +48,11 @@ async def test_a_bottleneck_converges_in_auto_mode_within_its_expected_trials(
     assert result.phase == "Converged"
     assert result.expectations_held, result.problems
     assert result.trials[0]["knob"] == first_knob
-    assert result.trials[-1]["verdict"] == "Keep"
+    # The trials that met the targets end in a kept one; any after it sought margin (item 3 of
+    # issue 12) and were kept or rolled back, never left half-done.
+    fixes = [t for t in result.trials if not t.get("refinement")]
+    assert fixes[-1]["verdict"] == "Keep", story(result)
+    assert all(t["verdict"] in ("Keep", "Revert") for t in result.trials if t.get("refinement"))
     assert result.final_args != result.initial_args
 
 

@@ -354,6 +354,9 @@ class Trial(StatusModel):
     """The trial's canary, with strategy Canary."""
     quality: QualityScore | None = None
     """The quality gate's result, for a lossy change with spec.quality set."""
+    refinement: bool = False
+    """The targets were met when it started: tried for the larger margin the calibrated model
+    expected. Once one is not kept, the operator stops refining."""
     predictions: list[Prediction] = Field(default_factory=list, max_length=3)
     """Per latency (TTFT, ITL, e2e) the change aimed at, and those the calibrated model expects it
     to move along the way: the expected and the measured effect."""

@@ -285,6 +285,29 @@ def diagnose(
     )
 
 
+def margins(
+    observation: Observation,
+    objectives: Objectives,
+    config: VllmCommandLine,
+    hardware: HardwareInfo,
+) -> tuple[Cause, ...]:
+    """Every measured objective as a cause, met ones too (ratio below 1), the tightest first,
+    each with the stage that bounds it: what a larger margin would have to speed up (the
+    planner's ``refine``, once the targets are met)."""
+    cv = view(config, hardware, observation.cache_config)
+    load = Load.of(observation)
+    notes = _Notes()  # the diagnosis of the window says why; this only asks which stage
+    parts = sorted(
+        (p for p in score(observation, objectives).objectives if p.ratio is not None),
+        key=lambda p: -(p.ratio or 0.0),
+    )
+    return tuple(
+        Cause(p.name, _bottleneck(p, observation, cv, load, hardware, notes), p.ratio or 0.0,
+              p.percentile)
+        for p in parts
+    )  # fmt: skip
+
+
 def _deployment_findings(cv: ConfigView, notes: _Notes) -> list[tuple[Detected, KnobName]]:
     """The deployment problems the fix knobs detect (``FIXES``, in order), with their knob."""
     found: list[tuple[Detected, KnobName]] = []

@@ -43,19 +43,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from latency_tuner.api.spec import Knobs
+from latency_tuner.api.spec import Knobs, Objectives
 from latency_tuner.api.status import Trial, Verdict
 from latency_tuner.core import candidates, model
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
-from latency_tuner.core.diagnosis import Diagnosis
+from latency_tuner.core.diagnosis import Diagnosis, margins
 from latency_tuner.core.evidence import Finding
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import CATALOG, Change, KnobName, apply, same_value
+from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
+from latency_tuner.core.score import ObjectiveName, Score, score
 from latency_tuner.core.verdict import BOTH_SATURATED
+from latency_tuner.perf.config import EngineConfig
 from latency_tuner.vllm.args import VllmCommandLine
 
 LOAD_TOLERANCE = 0.25  # relative difference in rate and request shape still "the same load"
@@ -70,6 +72,11 @@ MAX_TRANSIENT = 2  # transient failures of one change, then it rests like a perm
 # leave at most this share of the window's violation: halving it is beyond the model's
 # typical error (a median 24-34 points on the harder suite), so not a coin toss.
 STEP_BACK_SCORE = 0.5
+# Once the targets are met, a change is tried for margin only when the model expects it to
+# take this share off the sum of latency/target ratios (the verdict's tie-break) -- a gain
+# beyond its typical error -- with every objective at most REFINE_CEILING of its target.
+REFINE_GAIN = 0.3
+REFINE_CEILING = 0.9
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,7 @@ class TrialRecord:
     score_after: float | None = None
     transient: bool = False  # a Failed trial whose pods only waited for resources
     saturated: bool = False  # an Inconclusive trial whose windows were both saturated
+    refinement: bool = False  # tried for margin, with the targets met (``refine``)
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialRecord:
@@ -117,6 +125,7 @@ class TrialRecord:
             load,
             transient=transient,
             saturated=saturated,
+            refinement=trial.refinement,
         )
 
 
@@ -165,11 +174,15 @@ def plan(
             hardware=hardware,
             observation=observation,
         )
-    expected = _forecaster(diagnosis, observation, config, cv, knobs, hardware)
+    forecasts = _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
     now = _violation(diagnosis)
 
     def clearly_better(candidate: Candidate) -> bool:
-        return expected is not None and now > 0 and expected(candidate) <= now * STEP_BACK_SCORE
+        return (
+            forecasts is not None
+            and now > 0
+            and forecasts.violation(candidate) <= now * STEP_BACK_SCORE
+        )
 
     ruled_out: list[str] = []
     open_: list[Candidate] = []
@@ -181,10 +194,10 @@ def plan(
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
-    if expected is not None:
+    if forecasts is not None:
         # Within the order of kinds, by the score the model expects (stable: ties keep the
         # ranking's order).
-        open_.sort(key=lambda c: (c.sort_key()[:2], expected(c)))
+        open_.sort(key=lambda c: (c.sort_key()[:2], forecasts.violation(c)))
     # A change whose pods waited for GPUs is retried, but after the others: the cluster may
     # have room by then, and the rest did not have to wait for it.
     open_.sort(key=lambda c: _failed_transiently(c, history))
@@ -196,55 +209,166 @@ def plan(
     return _complete(_change(open_[0], config, cv, continuing=False), config, knobs)
 
 
-def _forecaster(
-    diagnosis: Diagnosis,
+def refine(
     observation: Observation,
+    objectives: Objectives,
     config: VllmCommandLine,
-    cv: ConfigView,
     knobs: Knobs,
     hardware: HardwareInfo,
-) -> Callable[[Candidate], float] | None:
-    """The violation score (``_violation``) the calibrated model expects after a candidate,
-    where the model reaches no latency the candidate aims at, less the knob's prior gain; None
-    when the model cannot calibrate on this window (then only the ranking orders)."""
-    score = diagnosis.score
-    running = model.engine_config(config, None, hardware)
-    itl = score.get("itl") if score is not None else None
-    percentile = itl.percentile if itl is not None else None
-    calibration = model.calibrate(observation, running, percentile) if running else None
-    if score is None or running is None or calibration is None or not calibration.trusted:
-        return None
-    known: dict[int, float] = {}
+    history: Sequence[TrialRecord] = (),
+    incompatible: Collection[tuple[str, str | None]] = (),
+    *,
+    load_tolerance: float = LOAD_TOLERANCE,
+) -> Change | None:
+    """With the targets met: the safe change the calibrated model expects to buy a clearly
+    larger margin at no more GPUs, or None (stop here).
 
-    def expected_score(candidate: Candidate) -> float:
-        if id(candidate) in known:
-            return known[id(candidate)]
-        change = _complete(_change(candidate, config, cv, continuing=False), config, knobs)
-        try:
-            applied = apply(change, config)
-        except ValueError:
-            return known.setdefault(id(candidate), math.inf)
-        after = model.engine_config(applied.command_line, applied.gpu_limit, hardware)
-        if after is None:  # vLLM would refuse it (out of memory, TP over the heads)
-            return known.setdefault(id(candidate), math.inf)
-        forecast = model.forecast(calibration, running, after)
+    Candidates are what each objective's bottleneck would pull (``diagnosis.margins``), safe
+    ones only (a lossy or costly change is never worth it for margin alone), open by the same
+    history rules as ``plan``. One is chosen only when the model forecasts every objective
+    for it (no prior stands in), at most ``REFINE_CEILING`` of its target, with the sum of
+    ratios ``REFINE_GAIN`` lower than now; the lowest such sum wins. Refining stops for good
+    once a refinement was not kept: the model was wrong about this server once, and margin is
+    not worth more rollouts on its word.
+    """
+    if any(r.refinement and r.verdict is not Verdict.KEEP for r in history):
+        return None
+    now = score(observation, objectives)
+    total = now.tie_break
+    if not now.met or total is None or total <= 0:
+        return None
+    cv = view(config, hardware, observation.cache_config)
+    forecasts = _Forecasts.of(now, observation, config, cv, knobs, hardware)
+    if forecasts is None:
+        return None
+    causes = margins(observation, objectives, config, hardware)
+    ranking = candidates.rank(
+        causes, (), cl=config, view=cv, knobs=knobs, hardware=hardware, observation=observation
+    )
+    best: tuple[float, Candidate] | None = None
+    for candidate in ranking.candidates:
+        if candidate.knob_class is not KnobClass.SAFE:
+            continue
+        if _ruled_out(
+            candidate, history, incompatible, observation.load, load_tolerance, lambda _: False
+        ):
+            continue
+        found = forecasts.after(candidate)
+        ratios = forecasts.ratios(candidate)
+        if found is None or ratios is None or found[1] is None or found[1].saturated:
+            continue
+        if found[0].num_gpus > forecasts.running.num_gpus:
+            continue
+        expected = [ratios[o.name] for o in now.objectives]
+        if any(r is None or r > REFINE_CEILING for r in expected):
+            continue
+        after = sum(r for r in expected if r is not None)
+        if after <= total * (1 - REFINE_GAIN) and (best is None or after < best[0]):
+            best = (after, candidate)
+    if best is None:
+        return None
+    after, chosen = best
+    change = _complete(_change(chosen, config, cv, continuing=False), config, knobs)
+    return replace(
+        change,
+        reason=(
+            f"targets met; for margin, the calibrated model expects the sum of latency/target "
+            f"ratios {total:.2f} -> {after:.2f}: {change.reason}"
+        ),
+    )
+
+
+@dataclass
+class _Forecasts:
+    """What the calibrated model (``core.model``) expects after each candidate of one window,
+    each worked out once."""
+
+    score: Score
+    calibration: model.Calibration
+    running: EngineConfig
+    config: VllmCommandLine
+    cv: ConfigView
+    knobs: Knobs
+    hardware: HardwareInfo
+    known: dict[int, tuple[EngineConfig, model.Forecast | None] | None] = field(
+        default_factory=dict
+    )
+
+    @classmethod
+    def of(
+        cls,
+        score: Score | None,
+        observation: Observation,
+        config: VllmCommandLine,
+        cv: ConfigView,
+        knobs: Knobs,
+        hardware: HardwareInfo,
+    ) -> _Forecasts | None:
+        """None when the model cannot calibrate on this window (then only the ranking
+        orders)."""
+        running = model.engine_config(config, None, hardware)
+        itl = score.get("itl") if score is not None else None
+        percentile = itl.percentile if itl is not None else None
+        calibration = model.calibrate(observation, running, percentile) if running else None
+        if score is None or running is None or calibration is None or not calibration.trusted:
+            return None
+        return cls(score, calibration, running, config, cv, knobs, hardware)
+
+    def after(self, candidate: Candidate) -> tuple[EngineConfig, model.Forecast | None] | None:
+        """The candidate's engine and the model's forecast for it (None: no forecast); None
+        when vLLM would refuse it (out of memory, TP over the heads)."""
+        if id(candidate) not in self.known:
+            change = _complete(
+                _change(candidate, self.config, self.cv, continuing=False), self.config, self.knobs
+            )
+            try:
+                applied = apply(change, self.config)
+            except ValueError:
+                self.known[id(candidate)] = None
+                return None
+            engine = model.engine_config(applied.command_line, applied.gpu_limit, self.hardware)
+            self.known[id(candidate)] = (
+                None
+                if engine is None
+                else (engine, model.forecast(self.calibration, self.running, engine))
+            )
+        return self.known[id(candidate)]
+
+    def ratios(self, candidate: Candidate) -> dict[ObjectiveName, float | None] | None:
+        """Per objective, the ratio to its threshold the model expects after the candidate
+        (None where it cannot say); None when vLLM would refuse the candidate."""
+        found = self.after(candidate)
+        if found is None:
+            return None
+        _, forecast = found
+        out: dict[ObjectiveName, float | None] = {}
+        for objective in self.score.objectives:
+            change = forecast.change(objective.name) if forecast is not None else None
+            ratio = objective.ratio
+            out[objective.name] = None if ratio is None or change is None else ratio * (1 + change)
+        return out
+
+    def violation(self, candidate: Candidate) -> float:
+        """The violation score (``_violation``) expected after the candidate; where the model
+        reaches no latency the candidate aims at, less the knob's prior gain there."""
+        ratios = self.ratios(candidate)
+        if ratios is None:
+            return math.inf
         aimed = dict(candidate.expected)
         total = 0.0
-        for objective in score.objectives:
+        for objective in self.score.objectives:
             if objective.ratio is None:
                 continue
-            modelled = forecast.change(objective.name) if forecast is not None else None
-            if modelled is None:
-                modelled = -aimed.get(objective.name, 0.0)
-            total += max(objective.ratio * (1.0 + modelled) - 1.0, 0.0)
-        return known.setdefault(id(candidate), total)
-
-    return expected_score
+            ratio = ratios[objective.name]
+            if ratio is None:
+                ratio = objective.ratio * (1.0 - aimed.get(objective.name, 0.0))
+            total += max(ratio - 1.0, 0.0)
+        return total
 
 
 def _violation(diagnosis: Diagnosis) -> float:
     """How far the window misses its targets: the sum of each objective's ratio to its
-    threshold beyond 1 (0 when all are met), the scale ``_forecaster`` scores on."""
+    threshold beyond 1 (0 when all are met), the scale ``_Forecasts.violation`` scores on."""
     if diagnosis.score is None:
         return 0.0
     return sum(max(o.ratio - 1.0, 0.0) for o in diagnosis.score.objectives if o.ratio is not None)

@@ -45,7 +45,8 @@ def trial_table(trials: Sequence[Mapping[str, Any]], latencies: Sequence[str]) -
         lines.append(
             f"| {t.get('id')} | {t.get('knob')} | {t.get('from') or '(default)'} | "
             f"{t.get('to') or '(removed)'} | " + " | ".join(cells) + " | "
-            f"{_predictions(t.get('predictions') or [])} | {t.get('verdict') or 'running'} |"
+            f"{_predictions(t.get('predictions') or [])} | {t.get('verdict') or 'running'}"
+            f"{' (for margin: targets met before)' if t.get('refinement') else ''} |"
         )
     return lines
 
@@ -144,7 +145,7 @@ def markdown(report: TuningReport, plot_name: str | None) -> str:
 
 
 TRIAL_KEYS = ("id", "knob", "from", "to", "changes", "startedAt", "finishedAt", "before", "after",
-              "predictions", "verdict", "reason")  # fmt: skip
+              "predictions", "verdict", "reason", "refinement")  # fmt: skip
 
 
 def to_json(report: TuningReport) -> dict[str, Any]:

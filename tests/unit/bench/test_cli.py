@@ -28,7 +28,10 @@ async def test_json_output_is_one_object_with_the_stats_in_milliseconds(
     report = json.loads(out)
     assert report["model"] == MODEL
     assert (report["completed"], report["failed"], report["output_tokens"]) == (4, 0, 16)
-    assert 50 <= report["ttft_ms"]["p50"] <= 80
+    # The fake server answers its first token after 50 ms: at least 50 in milliseconds, and
+    # far below the 50,000 a unit slip to microseconds would print (a loaded machine is slow,
+    # not wrong, so the upper bound is loose).
+    assert 50 <= report["ttft_ms"]["p50"] < 5_000
     assert set(report["itl_ms"]) >= {"mean", "p50", "p90", "p95", "p99"}
     assert "api_key" not in report["config"]
     assert err == ""  # stderr is not a TTY here: no progress line

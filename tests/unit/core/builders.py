@@ -139,3 +139,26 @@ def kv_pressure(**overrides: Any) -> Observation:
         "waiting_mean": 2.0,
     }
     return healthy(**{**fields, **overrides})
+
+
+def prefill_stalls(**overrides: Any) -> Observation:
+    """Llama 3.1 8B on an H100 with chunked prefill off: 6,000-token prompts at 3 a second
+    stall the decodes of the others for a whole prefill step, so ITL p99 (136 ms) is 17 times
+    the median. A window the calibrated performance model fits (``core.model``)."""
+    fields: dict[str, Any] = {
+        "request_rate": 3.0,
+        "prompt_tokens_mean": 6000.0,
+        "generation_tokens_mean": 128.0,
+        "running_mean": 5.5,
+        "running_max": 10.0,
+        "ttft": {50: 0.35, 90: 0.45, 99: 0.6},
+        "ttft_mean": 0.38,
+        "queue_time_mean": 0.02,
+        "prefill_time_mean": 0.34,
+        "itl": {50: 0.008, 90: 0.012, 99: 0.136},
+        "itl_mean": 0.018,
+        "e2e": {50: 1.5, 90: 2.0, 99: 2.5},
+        "decode_time_mean": 1.2,
+        "prefix_cache_hit_rate": 0.0,
+    }
+    return healthy(**{**fields, **overrides})

@@ -1,5 +1,6 @@
 """Observing: wait for a clean window of the configuration, then converge, recommend, give up
-or start a trial. Pure."""
+or start a trial (to meet the targets, or, once they are met, for a margin the calibrated model
+expects to be clearly larger). Pure."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from latency_tuner.core import model
 from latency_tuner.core.cluster import ContainerConfig, container_patch
 from latency_tuner.core.gitops import strategic_merge_patch
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.planner import Exhausted
+from latency_tuner.core.planner import Exhausted, refine
 from latency_tuner.core.rollout.analysis import Analysis, analyse, propose
 from latency_tuner.core.rollout.canary import LOSSY_KNOBS
 from latency_tuner.core.rollout.events import Reason
@@ -32,6 +33,7 @@ from latency_tuner.core.rollout.values import (
     container_snapshot,
     diagnosis_status,
     forecast_note,
+    history,
     metric_snapshot,
     predictions,
     target_container,
@@ -79,14 +81,44 @@ def observing(r: Round, facts: Ready) -> Decision:
         # targets met that were not (or not known to be) before.
         was_met = is_condition_true(r.status.conditions, ConditionType.TARGETS_MET)
         r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
-        r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
-        r.update(recommendation=None, near_miss_at=None)
         if r.status.phase is not Phase.CONVERGED and not was_met:
             r.note(Reason.TARGETS_MET, result.describe())
+        margin = _for_margin(r, facts, obs)
+        if margin is not None:
+            change, target = margin
+            return _start_trial(r, change, obs, target, facts, refinement=True)
+        r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
+        r.update(recommendation=None, near_miss_at=None)
         r.phase(Phase.CONVERGED)
         return r.decision("targets met")
     r.condition(ConditionType.TARGETS_MET, False, "TargetsMissed", result.describe())
     return _next_change(r, facts, analysis, obs, result)
+
+
+def _for_margin(
+    r: Round, facts: Ready, obs: Observation
+) -> tuple[knob_catalog.Change, ContainerConfig] | None:
+    """Targets met: the change worth a trial for margin (``planner.refine``) and the container
+    it makes, in mode Auto with trials left; else None (converge)."""
+    if r.spec.mode is not Mode.AUTO or facts.controller_owner is not None:
+        return None
+    if r.status.trial_count >= r.spec.evaluation.max_trials:
+        return None
+    change = refine(
+        obs,
+        r.spec.objectives,
+        facts.command_line,
+        r.spec.knobs,
+        facts.hardware,
+        history(r.status.trials),
+        {(i.knob, i.value) for i in r.status.incompatible},
+    )
+    if change is None:
+        return None
+    target = target_container(change, facts.command_line, facts.container)
+    if target.fingerprint() == facts.container.fingerprint():
+        return None
+    return change, target
 
 
 def _next_change(
@@ -206,6 +238,8 @@ def _start_trial(
     obs: Observation,
     target: ContainerConfig,
     facts: Ready,
+    *,
+    refinement: bool = False,
 ) -> Decision:
     container, cl = facts.container, facts.command_line
     baseline = r.status.baseline or Baseline(
@@ -244,6 +278,7 @@ def _start_trial(
         to_container=container_snapshot(target),
         changes=changed_arguments(container, target),
         reason=change.reason,
+        refinement=refinement,
     )
     chosen = r.status.strategy
     if chosen is not None and chosen.name is Strategy.CANARY and facts.canary_name is not None:

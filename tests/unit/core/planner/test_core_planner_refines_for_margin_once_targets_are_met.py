@@ -1,0 +1,112 @@
+"""Once the targets are met, the planner still tries the safe change the calibrated model expects
+to buy a clearly larger margin (``planner.refine``), and stops refining once one was not kept."""
+
+from __future__ import annotations
+
+from tests.unit.core.builders import (
+    A100,
+    H100,
+    command_line,
+    knobs,
+    objectives,
+    prefill_stalls,
+    queueing,
+    slow_decode,
+)
+
+from latency_tuner.api.spec import Knobs
+from latency_tuner.api.status import Verdict
+from latency_tuner.core.knobs import Change, KnobName
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import TrialRecord, refine
+
+NO_CHUNKS = command_line("--max-model-len", "8192", "--no-enable-chunked-prefill")
+
+
+def refined(
+    threshold: str = "150ms",
+    history: list[TrialRecord] | None = None,
+    spec: Knobs | None = None,
+    window: Observation | None = None,
+) -> Change | None:
+    return refine(
+        window or prefill_stalls(),
+        objectives(itl=threshold, percentile=99),
+        NO_CHUNKS,
+        spec or knobs(),
+        H100,
+        history or [],
+    )
+
+
+def test_a_met_target_is_refined_when_the_model_expects_a_much_larger_margin() -> None:
+    # ITL p99 136 ms meets 150 ms (0.91 of it); chunked prefill with a 2,048-token budget
+    # is expected to take it to about a third of the target.
+    change = refined()
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.CHUNKED_PREFILL, "true")
+    assert change.reason.startswith("targets met; for margin, the calibrated model expects")
+    assert "0.91 -> 0.3" in change.reason
+
+
+def test_refining_stops_for_good_once_a_refinement_was_not_kept() -> None:
+    window = prefill_stalls()
+    tried = TrialRecord(
+        KnobName.MAX_NUM_SEQS.value, None, "512", Verdict.REVERT, window.load, refinement=True
+    )
+    assert refined(history=[tried]) is None
+    kept = TrialRecord(
+        KnobName.MAX_NUM_SEQS.value, None, "512", Verdict.KEEP, window.load, refinement=True
+    )
+    assert isinstance(refined(history=[kept]), Change)
+
+
+def test_a_change_already_judged_under_this_load_is_not_tried_for_margin() -> None:
+    window = prefill_stalls()
+    judged = TrialRecord(
+        KnobName.CHUNKED_PREFILL.value, "false", "true", Verdict.REVERT, window.load
+    )
+    change = refined(history=[judged])
+    assert change is None or change.knob is not KnobName.CHUNKED_PREFILL
+
+
+def test_a_missed_target_is_not_refined_but_planned() -> None:
+    assert refined("100ms") is None
+
+
+def test_only_safe_changes_are_tried_for_margin() -> None:
+    # Decode-bound at two requests, ITL p90 8 ms against 10 ms: FP8 weights (lossy) are
+    # expected to take it to about half the target, TP2 (costly) nearly as far; margin alone
+    # is not worth their price, and no safe knob is allowed.
+    spec = knobs(
+        max_num_seqs=None,
+        max_num_batched_tokens=None,
+        gpu_memory_utilization=None,
+        quantization={
+            "variants": [{"name": "fp8", "model": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}]
+        },
+        tensor_parallel={"maxSize": 4},
+    )
+    window = slow_decode(
+        itl={50: 0.0075, 90: 0.008, 99: 0.009}, itl_mean=0.0075, decode_time_mean=1.5,
+        prefill_time_mean=0.012, ttft_mean=0.032, queue_time_mean=0.0,
+    )  # fmt: skip
+    assert refine(window, objectives(itl="10ms"), command_line(), spec, H100) is None
+
+
+def test_no_refinement_when_the_model_expects_less_than_the_bar() -> None:
+    # A queue the model puts on a busy engine, not on the slots: more max-num-seqs is expected
+    # to take 6% off TTFT, not the 30% a trial for margin needs.
+    window = queueing(
+        prefill_time_mean=0.05, itl_mean=0.045, itl={50: 0.044, 90: 0.05, 99: 0.06},
+        ttft_mean=0.68,
+    )  # fmt: skip
+    change = refine(
+        window, objectives(ttft="1s"), command_line("--max-num-seqs", "256"), knobs(), A100
+    )
+    assert change is None
+
+
+def test_no_refinement_when_the_model_does_not_fit_the_window() -> None:
+    # Prefill measured ten times slower than the model can explain: no forecast to act on.
+    assert refined(window=prefill_stalls(prefill_time_mean=3.4, ttft_mean=3.45)) is None
