@@ -36,12 +36,22 @@ candidates are ordered by the score the calibrated performance model (``core.mod
 after each: every objective's observed ratio to its threshold times the forecast change of its
 latency, or, where the model cannot forecast a latency the candidate aims at, less the knob's
 prior gain. A candidate the model expects to leave the score where it is ranks behind one it
-expects to lower it, whatever the priors say. Pure.
+expects to lower it, whatever the priors say.
+
+``refine`` is the planner once the targets are met: the one safe change, if any, that the
+model expects to buy a much larger margin (the sum of latency/target ratios 30% lower, every
+objective within 90% of its target) at no more GPUs; refining ends at the first such trial
+that is not kept.
+
+The model is trusted as far as its record on this target goes: once the median absolute error
+of its latest forecasts passes ``MODEL_DISTRUST``, neither ``plan`` nor ``refine`` acts on it
+(the priors order the candidates again). Pure.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -77,6 +87,12 @@ STEP_BACK_SCORE = 0.5
 # beyond its typical error -- with every objective at most REFINE_CEILING of its target.
 REFINE_GAIN = 0.3
 REFINE_CEILING = 0.9
+# The model's own record on this target: the median absolute error of its latest forecasts
+# (aimed latencies, measured) once there are two. Beyond MODEL_DISTRUST (twice its median
+# error on the harder suite) the planner stops acting on it (priors order, no step back, no
+# refining); below, a refinement must be expected to gain more than that error.
+MODEL_ERRORS_KEPT = 4
+MODEL_DISTRUST = 0.5
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,7 @@ class TrialRecord:
     transient: bool = False  # a Failed trial whose pods only waited for resources
     saturated: bool = False  # an Inconclusive trial whose windows were both saturated
     refinement: bool = False  # tried for margin, with the targets met (``refine``)
+    model_errors: tuple[float, ...] = ()  # |measured - expected| of its model forecasts
 
     @classmethod
     def from_trial(cls, trial: Trial) -> TrialRecord:
@@ -126,6 +143,11 @@ class TrialRecord:
             transient=transient,
             saturated=saturated,
             refinement=trial.refinement,
+            model_errors=tuple(
+                abs(p.error)
+                for p in trial.predictions
+                if p.basis == "model" and p.aimed and p.error is not None
+            ),
         )
 
 
@@ -174,7 +196,11 @@ def plan(
             hardware=hardware,
             observation=observation,
         )
-    forecasts = _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
+    forecasts = (
+        None
+        if _distrusted(model_error(history))
+        else _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
+    )
     now = _violation(diagnosis)
 
     def clearly_better(candidate: Candidate) -> bool:
@@ -227,12 +253,17 @@ def refine(
     ones only (a lossy or costly change is never worth it for margin alone), open by the same
     history rules as ``plan``. One is chosen only when the model forecasts every objective
     for it (no prior stands in), at most ``REFINE_CEILING`` of its target, with the sum of
-    ratios ``REFINE_GAIN`` lower than now; the lowest such sum wins. Refining stops for good
-    once a refinement was not kept: the model was wrong about this server once, and margin is
-    not worth more rollouts on its word.
+    ratios ``REFINE_GAIN`` (or the model's recorded error on this target, if larger) lower
+    than now; the lowest such sum wins. Refining stops for good once a refinement was not kept
+    (the model was wrong about this server once, and margin is not worth more rollouts on its
+    word), and does not start while the model's recorded error is beyond ``MODEL_DISTRUST``.
     """
     if any(r.refinement and r.verdict is not Verdict.KEEP for r in history):
         return None
+    error = model_error(history)
+    if _distrusted(error):
+        return None
+    gain = max(REFINE_GAIN, error or 0.0)
     now = score(observation, objectives)
     total = now.tie_break
     if not now.met or total is None or total <= 0:
@@ -263,7 +294,7 @@ def refine(
         if any(r is None or r > REFINE_CEILING for r in expected):
             continue
         after = sum(r for r in expected if r is not None)
-        if after <= total * (1 - REFINE_GAIN) and (best is None or after < best[0]):
+        if after <= total * (1 - gain) and (best is None or after < best[0]):
             best = (after, candidate)
     if best is None:
         return None
@@ -276,6 +307,17 @@ def refine(
             f"ratios {total:.2f} -> {after:.2f}: {change.reason}"
         ),
     )
+
+
+def model_error(history: Sequence[TrialRecord]) -> float | None:
+    """The median absolute error of the calibrated model's latest forecasts on this target
+    (``MODEL_ERRORS_KEPT`` of them, aimed latencies, once measured); None with fewer than two."""
+    errors = [e for r in history for e in r.model_errors][-MODEL_ERRORS_KEPT:]
+    return statistics.median(errors) if len(errors) >= 2 else None
+
+
+def _distrusted(error: float | None) -> bool:
+    return error is not None and error > MODEL_DISTRUST
 
 
 @dataclass

@@ -4,14 +4,16 @@ priors would give."""
 
 from __future__ import annotations
 
+import pytest
 from tests.unit.core.builders import H100, command_line, interference, knobs, objectives
 
+from latency_tuner.api.status import Verdict
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.planner import plan
+from latency_tuner.core.planner import TrialRecord, model_error, plan
 
 CL = command_line("--max-num-batched-tokens", "2048")
 SPEC = knobs(
@@ -61,3 +63,36 @@ def test_without_a_model_of_the_gpu_the_priors_order_stands() -> None:
     change = plan(d, window, CL, SPEC, unknown)
     assert isinstance(change, Change)
     assert int(change.to_value or 0) < 2048
+
+
+def _erred(*errors: float) -> list[TrialRecord]:
+    """Earlier trials of another knob whose model forecasts missed by ``errors``."""
+    return [
+        TrialRecord("maxNumSeqs", None, str(64 * (i + 1)), Verdict.REVERT, None,
+                    model_errors=(e,))
+        for i, e in enumerate(errors)
+    ]  # fmt: skip
+
+
+def test_a_model_that_erred_on_this_target_orders_nothing_any_more() -> None:
+    # Its last forecasts here missed by 60-90 points: the priors' order is back.
+    window = _window(4.0)
+    d = diagnose(window, GOAL, CL, H100, SPEC)
+    change = plan(d, window, CL, SPEC, H100, _erred(0.2, 0.6, 0.7, 0.9))
+    assert isinstance(change, Change)
+    assert int(change.to_value or 0) < 2048
+
+
+def test_a_model_whose_recent_forecasts_held_still_orders() -> None:
+    # One bad miss long ago, then four close ones: the latest four decide.
+    window = _window(4.0)
+    d = diagnose(window, GOAL, CL, H100, SPEC)
+    change = plan(d, window, CL, SPEC, H100, _erred(0.9, 0.1, 0.2, 0.1, 0.3))
+    assert isinstance(change, Change)
+    assert int(change.to_value or 0) > 2048
+
+
+def test_the_model_error_is_the_median_of_its_latest_four_forecasts() -> None:
+    assert model_error(_erred(0.9)) is None  # one forecast is no record
+    assert model_error(_erred(0.9, 0.1, 0.2, 0.1, 0.3)) == pytest.approx(0.15)
+    assert model_error(_erred(0.2, 0.6)) == pytest.approx(0.4)

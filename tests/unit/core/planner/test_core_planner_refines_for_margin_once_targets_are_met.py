@@ -14,7 +14,7 @@ from tests.unit.core.builders import (
     slow_decode,
 )
 
-from latency_tuner.api.spec import Knobs
+from latency_tuner.api.spec import Knobs, Objective, Objectives
 from latency_tuner.api.status import Verdict
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import Observation
@@ -110,3 +110,33 @@ def test_no_refinement_when_the_model_expects_less_than_the_bar() -> None:
 def test_no_refinement_when_the_model_does_not_fit_the_window() -> None:
     # Prefill measured ten times slower than the model can explain: no forecast to act on.
     assert refined(window=prefill_stalls(prefill_time_mean=3.4, ttft_mean=3.45)) is None
+
+
+def _forecasts_missed_by(*errors: float) -> list[TrialRecord]:
+    load = prefill_stalls().load
+    return [
+        TrialRecord(KnobName.MAX_NUM_SEQS.value, None, str(64 * (i + 1)), Verdict.KEEP, load,
+                    model_errors=(e,))
+        for i, e in enumerate(errors)
+    ]  # fmt: skip
+
+
+def test_no_refining_on_the_word_of_a_model_that_erred_on_this_target() -> None:
+    # Expected 0.91 -> 0.32 of the target (-65%); the model's last forecasts here missed by a
+    # median of 75 points: beyond MODEL_DISTRUST.
+    assert refined(history=_forecasts_missed_by(0.7, 0.8)) is None
+
+
+def test_a_refinement_must_be_expected_to_gain_more_than_the_models_recorded_error() -> None:
+    # With TTFT p99 (0.6 s) also a target at 0.8 s, the sum of ratios is 1.66 and chunked
+    # prefill is expected to bring it to 1.11 (-33%): enough after 20-point misses (the bar
+    # stays at 30%), not after 45-point ones (the bar rises to 45%).
+    both = Objectives(
+        itl=Objective.model_validate({"percentile": 99, "threshold": "150ms"}),
+        ttft=Objective.model_validate({"percentile": 99, "threshold": "0.8s"}),
+    )
+    window = prefill_stalls()
+    close = refine(window, both, NO_CHUNKS, knobs(), H100, _forecasts_missed_by(0.2, 0.2))
+    assert isinstance(close, Change)
+    assert "1.66 -> 1.11" in close.reason
+    assert refine(window, both, NO_CHUNKS, knobs(), H100, _forecasts_missed_by(0.45, 0.45)) is None
