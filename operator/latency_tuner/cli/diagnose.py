@@ -34,7 +34,7 @@ from latency_tuner.adapters.metrics.prometheus import PrometheusSettings, Promet
 from latency_tuner.adapters.metrics.scrape import ScrapeSource, ScrapeTarget
 from latency_tuner.api.durations import format_duration, parse_duration
 from latency_tuner.api.resource import InvalidLatencyTarget, LatencyTarget
-from latency_tuner.api.spec import LatencyTargetSpec
+from latency_tuner.api.spec import LatencyTargetSpec, Mode
 from latency_tuner.api.status import LatencyTargetStatus
 from latency_tuner.cli._kube import NoCluster, cluster_client
 from latency_tuner.controller.deployment import DeploymentView
@@ -58,6 +58,7 @@ from latency_tuner.core.rollout import (
     analyse,
     diagnosis_status,
     propose,
+    propose_margin,
     target_container,
 )
 from latency_tuner.settings import ENV_PREFIX
@@ -401,10 +402,19 @@ async def observe(args: argparse.Namespace, spec: LatencyTargetSpec) -> Facts:
 def recommend(analysis: Analysis, facts: Ready, spec: LatencyTargetSpec) -> dict[str, Any] | None:
     """The operator's next change for this window, as the JSON patch it would apply."""
     observation = analysis.window
-    if not isinstance(observation, Observation) or not analysis.diagnosis.causes:
+    if not isinstance(observation, Observation):
         return None
     cl = facts.command_line
-    proposal = propose(spec, analysis.diagnosis, observation, cl, facts.hardware)
+    proposal: Change | Exhausted | None
+    if analysis.diagnosis.causes:
+        proposal = propose(spec, analysis.diagnosis, observation, cl, facts.hardware)
+    elif analysis.usable is not None and spec.mode is Mode.AUTO:
+        # Targets met: what the operator would still try for margin, if anything.
+        proposal = propose_margin(spec, observation, cl, facts.hardware)
+    else:
+        proposal = None
+    if proposal is None:
+        return None
     if isinstance(proposal, Exhausted):
         return {"exhausted": proposal.reason, "advice": list(proposal.advice)}
     target = target_container(proposal, cl, facts.container)
@@ -459,7 +469,10 @@ def render_text(
         lines += [f"  - {a}" for a in status.advice]
     lines.append("")
     if recommendation is None:
-        lines.append("Recommendation: none (targets met or nothing measurable)")
+        lines.append(
+            "Recommendation: none (targets met and no change worth a trial for margin, "
+            "or nothing measurable)"
+        )
     elif "exhausted" in recommendation:
         lines.append(f"Recommendation: nothing safe left to try: {recommendation['exhausted']}")
     else:

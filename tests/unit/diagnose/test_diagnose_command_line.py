@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.unit.core.builders import prefill_stalls
 from tests.unit.diagnose.test_diagnose_observes_like_the_operator import (
     UNREACHABLE,
     VLLM,
     write_deployment,
 )
-from tests.unit.rollout.test_rollout_phases import H100, config, spec, window
+from tests.unit.rollout.test_rollout_phases import H100, config, facts, spec, window
+from tests.unit.rollout.test_rollout_refines_for_margin_once_targets_are_met import UNCHUNKED
 
 from latency_tuner.cli import diagnose
 from latency_tuner.cli.diagnose import EXIT_UNREACHABLE, EXIT_USAGE, main
@@ -131,3 +133,22 @@ def test_a_recommendation_for_an_absent_flag_has_no_none_in_it() -> None:
     line = text.split("Recommendation:", 1)[1].splitlines()[0]
     assert "None" not in line
     assert f"{proposal.from_effective} -> {proposal.to_value}" in line
+
+
+def test_with_the_targets_met_the_recommendation_is_the_change_for_margin() -> None:
+    # ITL p99 136 ms meets 150 ms; the operator would still try chunked prefill for margin.
+    current = prefill_stalls(window_seconds=60.0, requests=180)
+    ready = facts(UNCHUNKED, current=current)
+    target = spec(objectives={"itl": {"percentile": 99, "threshold": "150ms"}})
+    analysis = analyse(target, current, ready.command_line, H100)
+    printed = diagnose.recommend(analysis, ready, target)
+    assert printed is not None
+    assert printed["knob"] == "chunkedPrefill"
+    assert printed["reason"].startswith("targets met; for margin")
+    assert "Recommendation: chunkedPrefill false -> true" in diagnose.render_text(
+        current, analysis.diagnosis, printed
+    )
+    recommend_only = spec(
+        objectives={"itl": {"percentile": 99, "threshold": "150ms"}}, mode="Recommend"
+    )
+    assert diagnose.recommend(analysis, ready, recommend_only) is None

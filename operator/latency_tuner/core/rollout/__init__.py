@@ -32,7 +32,7 @@ phases), ``analysis`` (a window analysed once), ``values`` (status values), ``ma
 (``decide`` and the tables). Pure: no I/O, no clock.
 """
 
-from latency_tuner.core.rollout.analysis import Analysis, analyse, propose
+from latency_tuner.core.rollout.analysis import Analysis, analyse, propose, propose_margin
 from latency_tuner.core.rollout.events import Note, Reason
 from latency_tuner.core.rollout.facts import (
     BASELINE_SUBWINDOWS,
@@ -76,6 +76,7 @@ __all__ = [
     "decide",
     "diagnosis_status",
     "propose",
+    "propose_margin",
     "target_container",
     "windows_needed",
 ]

@@ -1,7 +1,8 @@
 """A window analysed once per decision: what it showed, the diagnosis, and the next change.
 
 ``analyse`` diagnoses the window (``core.diagnosis.diagnose``) and keeps the result with the
-window; ``propose`` plans the next change from that same diagnosis (``core.planner.plan``).
+window; ``propose`` plans the next change from that same diagnosis (``core.planner.plan``),
+and ``propose_margin``, once the targets are met, the change for margin (``refine``).
 The operator's phases and ``latency-tuner diagnose`` both go through here, so a window is
 read the same way wherever it is read. Pure.
 """
@@ -18,7 +19,7 @@ from latency_tuner.core.diagnosis import Diagnosis, diagnose
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import Change
 from latency_tuner.core.observation import NoData, Observation, ObservationResult
-from latency_tuner.core.planner import Exhausted, plan
+from latency_tuner.core.planner import Exhausted, plan, refine
 from latency_tuner.core.rollout.facts import WindowResult
 from latency_tuner.core.rollout.values import history
 from latency_tuner.vllm.args import VllmCommandLine
@@ -74,3 +75,17 @@ def propose(
 ) -> Change | Exhausted:
     """The next single change for ``diagnosis`` given the trials so far, or ``Exhausted``."""
     return plan(diagnosis, observation, cl, spec.knobs, hardware, history(trials), incompatible)
+
+
+def propose_margin(
+    spec: LatencyTargetSpec,
+    observation: Observation,
+    cl: VllmCommandLine,
+    hardware: HardwareInfo,
+    trials: Sequence[Trial] = (),
+    incompatible: Collection[tuple[str, str | None]] = (),
+) -> Change | None:
+    """With the targets met, the change worth a trial for margin (``core.planner.refine``)."""
+    return refine(
+        observation, spec.objectives, cl, spec.knobs, hardware, history(trials), incompatible
+    )

@@ -22,8 +22,8 @@ from latency_tuner.core import model
 from latency_tuner.core.cluster import ContainerConfig, container_patch
 from latency_tuner.core.gitops import strategic_merge_patch
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.planner import Exhausted, refine
-from latency_tuner.core.rollout.analysis import Analysis, analyse, propose
+from latency_tuner.core.planner import Exhausted
+from latency_tuner.core.rollout.analysis import Analysis, analyse, propose, propose_margin
 from latency_tuner.core.rollout.canary import LOSSY_KNOBS
 from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import Ready
@@ -33,7 +33,6 @@ from latency_tuner.core.rollout.values import (
     container_snapshot,
     diagnosis_status,
     forecast_note,
-    history,
     metric_snapshot,
     predictions,
     target_container,
@@ -104,13 +103,12 @@ def _for_margin(
         return None
     if r.status.trial_count >= r.spec.evaluation.max_trials:
         return None
-    change = refine(
+    change = propose_margin(
+        r.spec,
         obs,
-        r.spec.objectives,
         facts.command_line,
-        r.spec.knobs,
         facts.hardware,
-        history(r.status.trials),
+        r.status.trials,
         {(i.knob, i.value) for i in r.status.incompatible},
     )
     if change is None:
