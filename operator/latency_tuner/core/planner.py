@@ -251,8 +251,10 @@ def refine(
 
     Candidates are what each objective's bottleneck would pull (``diagnosis.margins``), safe
     ones only (a lossy or costly change is never worth it for margin alone), open by the same
-    history rules as ``plan``. One is chosen only when the model forecasts every objective
-    for it (no prior stands in), at most ``REFINE_CEILING`` of its target, with the sum of
+    history rules as ``plan``. One is chosen only when the model forecasts it (a latency the
+    model cannot know for it, such as TTFT with a prefix cache turned on, takes the knob's prior
+    if the candidate aims at it, else stays as it is) with every objective at most
+    ``REFINE_CEILING`` of its target and the sum of
     ratios ``REFINE_GAIN`` (or the model's recorded error on this target, if larger) lower
     than now; the lowest such sum wins. Refining stops for good once a refinement was not kept
     (the model was wrong about this server once, and margin is not worth more rollouts on its
@@ -290,23 +292,45 @@ def refine(
             continue
         if found[0].num_gpus > forecasts.running.num_gpus:
             continue
-        expected = [ratios[o.name] for o in now.objectives]
-        if any(r is None or r > REFINE_CEILING for r in expected):
+        expected = _with_priors(ratios, candidate, now)
+        if any(r > REFINE_CEILING for r in expected):
             continue
-        after = sum(r for r in expected if r is not None)
+        after = sum(expected)
         if after <= total * (1 - gain) and (best is None or after < best[0]):
             best = (after, candidate)
     if best is None:
         return None
     after, chosen = best
+    unknown = [
+        o.label for o in now.objectives if (forecasts.ratios(chosen) or {}).get(o.name) is None
+    ]
+    source = "the calibrated model" + (
+        f" (the knob's prior for {', '.join(unknown)})" if unknown else ""
+    )
     change = _complete(_change(chosen, config, cv, continuing=False), config, knobs)
     return replace(
         change,
         reason=(
-            f"targets met; for margin, the calibrated model expects the sum of latency/target "
-            f"ratios {total:.2f} -> {after:.2f}: {change.reason}"
+            f"targets met; for margin, {source} expects the sum of latency/target ratios "
+            f"{total:.2f} -> {after:.2f}: {change.reason}"
         ),
     )
+
+
+def _with_priors(
+    ratios: dict[ObjectiveName, float | None], candidate: Candidate, now: Score
+) -> list[float]:
+    """Each objective's expected ratio to its threshold: the model's where it has one; where it
+    has none (the share a prefix cache will find is unknown until the cache is on), the prior
+    gain for a latency the candidate aims at, else the ratio as it is."""
+    aimed = dict(candidate.expected)
+    out = []
+    for objective in now.objectives:
+        modelled = ratios.get(objective.name)
+        if modelled is None:
+            modelled = (objective.ratio or 0.0) * (1.0 - aimed.get(objective.name, 0.0))
+        out.append(modelled)
+    return out
 
 
 def model_error(history: Sequence[TrialRecord]) -> float | None:

@@ -45,7 +45,7 @@ def test_a_met_target_is_refined_when_the_model_expects_a_much_larger_margin() -
     change = refined()
     assert isinstance(change, Change)
     assert (change.knob, change.to_value) == (KnobName.CHUNKED_PREFILL, "true")
-    assert change.reason.startswith("targets met; for margin, the calibrated model expects")
+    assert change.reason.startswith("targets met; for margin, the calibrated model expects the")
     assert "0.91 -> 0.3" in change.reason
 
 
@@ -140,3 +140,16 @@ def test_a_refinement_must_be_expected_to_gain_more_than_the_models_recorded_err
     assert isinstance(close, Change)
     assert "1.66 -> 1.11" in close.reason
     assert refine(window, both, NO_CHUNKS, knobs(), H100, _forecasts_missed_by(0.45, 0.45)) is None
+
+
+def test_the_prior_stands_in_for_the_ttft_a_prefix_cache_would_find() -> None:
+    # Caching off, 6,000-token prompts, TTFT p90 450 ms against 600 ms: the model cannot know
+    # what share a cache would find, so the knob's prior (-40% for long prompts) stands in
+    # for TTFT, and says 0.75 -> 0.45 of the target.
+    cl = command_line("--no-enable-prefix-caching", "--max-num-batched-tokens", "8192")
+    change = refine(prefill_stalls(prefix_cache_hit_rate=None), objectives(ttft="600ms"), cl,
+                    knobs(), H100)  # fmt: skip
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.PREFIX_CACHING, "true")
+    assert "the knob's prior for TTFT p90" in change.reason
+    assert "0.75 -> 0.45" in change.reason
