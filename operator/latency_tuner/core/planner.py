@@ -61,7 +61,7 @@ from latency_tuner.core import candidates, model
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis, margins
-from latency_tuner.core.evidence import Finding
+from latency_tuner.core.evidence import Cause, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
@@ -146,7 +146,8 @@ class TrialRecord:
             model_errors=tuple(
                 abs(p.error)
                 for p in trial.predictions
-                if p.basis == "model" and p.aimed and p.error is not None
+                # the status is writable: a NaN or infinite error says nothing of the model
+                if p.basis == "model" and p.aimed and p.error is not None and math.isfinite(p.error)
             ),
         )
 
@@ -186,16 +187,8 @@ def plan(
     if done is not None:
         ranking, cv = done
     else:
-        cv = view(config, hardware, observation.cache_config)
-        ranking = candidates.rank(
-            diagnosis.causes,
-            diagnosis.findings,
-            cl=config,
-            view=cv,
-            knobs=knobs,
-            hardware=hardware,
-            observation=observation,
-        )
+        ranking, cv = _rank(diagnosis.causes, diagnosis.findings, observation, config, knobs,
+                            hardware)  # fmt: skip
     forecasts = (
         None
         if _distrusted(model_error(history))
@@ -246,8 +239,8 @@ def refine(
     *,
     load_tolerance: float = LOAD_TOLERANCE,
 ) -> Change | None:
-    """With the targets met: the safe change the calibrated model expects to buy a clearly
-    larger margin at no more GPUs, or None (stop here).
+    """With the targets met: the safe change (the GPU count stays) the calibrated model expects
+    to buy a clearly larger margin, or None (stop here).
 
     Candidates are what each objective's bottleneck would pull (``diagnosis.margins``), safe
     ones only (a lossy or costly change is never worth it for margin alone), open by the same
@@ -270,16 +263,14 @@ def refine(
     total = now.tie_break
     if not now.met or total is None or total <= 0:
         return None
-    cv = view(config, hardware, observation.cache_config)
+    ranking, cv = _rank(margins(observation, objectives, config, hardware), (), observation,
+                        config, knobs, hardware)  # fmt: skip
     forecasts = _Forecasts.of(now, observation, config, cv, knobs, hardware)
     if forecasts is None:
         return None
-    causes = margins(observation, objectives, config, hardware)
-    ranking = candidates.rank(
-        causes, (), cl=config, view=cv, knobs=knobs, hardware=hardware, observation=observation
-    )
     best: tuple[float, Candidate] | None = None
     for candidate in ranking.candidates:
+        # Safe knobs only, which never change the GPU count.
         if candidate.knob_class is not KnobClass.SAFE:
             continue
         if _ruled_out(
@@ -287,12 +278,9 @@ def refine(
         ):
             continue
         found = forecasts.after(candidate)
-        ratios = forecasts.ratios(candidate)
-        if found is None or ratios is None or found[1] is None or found[1].saturated:
-            continue
-        if found[0].num_gpus > forecasts.running.num_gpus:
-            continue
-        expected = _with_priors(ratios, candidate, now)
+        expected = forecasts.expected(candidate)
+        if found is None or found[1] is None or found[1].saturated or expected is None:
+            continue  # refused by vLLM, or no forecast at all
         if any(r > REFINE_CEILING for r in expected):
             continue
         after = sum(expected)
@@ -301,9 +289,8 @@ def refine(
     if best is None:
         return None
     after, chosen = best
-    unknown = [
-        o.label for o in now.objectives if (forecasts.ratios(chosen) or {}).get(o.name) is None
-    ]
+    modelled = forecasts.ratios(chosen) or {}
+    unknown = [o.label for o in now.objectives if modelled.get(o.name) is None]
     source = "the calibrated model" + (
         f" (the knob's prior for {', '.join(unknown)})" if unknown else ""
     )
@@ -315,22 +302,6 @@ def refine(
             f"{total:.2f} -> {after:.2f}: {change.reason}"
         ),
     )
-
-
-def _with_priors(
-    ratios: dict[ObjectiveName, float | None], candidate: Candidate, now: Score
-) -> list[float]:
-    """Each objective's expected ratio to its threshold: the model's where it has one; where it
-    has none (the share a prefix cache will find is unknown until the cache is on), the prior
-    gain for a latency the candidate aims at, else the ratio as it is."""
-    aimed = dict(candidate.expected)
-    out = []
-    for objective in now.objectives:
-        modelled = ratios.get(objective.name)
-        if modelled is None:
-            modelled = (objective.ratio or 0.0) * (1.0 - aimed.get(objective.name, 0.0))
-        out.append(modelled)
-    return out
 
 
 def model_error(history: Sequence[TrialRecord]) -> float | None:
@@ -414,22 +385,43 @@ class _Forecasts:
             out[objective.name] = None if ratio is None or change is None else ratio * (1 + change)
         return out
 
-    def violation(self, candidate: Candidate) -> float:
-        """The violation score (``_violation``) expected after the candidate; where the model
-        reaches no latency the candidate aims at, less the knob's prior gain there."""
+    def expected(self, candidate: Candidate) -> list[float] | None:
+        """Each objective's expected ratio to its threshold after the candidate: the model's
+        where it has one; where it has none (the share a prefix cache will find is unknown
+        until the cache is on), less the knob's prior gain for a latency the candidate aims
+        at, else as it is now. None when vLLM would refuse the candidate."""
         ratios = self.ratios(candidate)
         if ratios is None:
-            return math.inf
+            return None
         aimed = dict(candidate.expected)
-        total = 0.0
-        for objective in self.score.objectives:
-            if objective.ratio is None:
-                continue
-            ratio = ratios[objective.name]
-            if ratio is None:
-                ratio = objective.ratio * (1.0 - aimed.get(objective.name, 0.0))
-            total += max(ratio - 1.0, 0.0)
-        return total
+        return [
+            modelled
+            if (modelled := ratios[o.name]) is not None
+            else (o.ratio or 0.0) * (1.0 - aimed.get(o.name, 0.0))
+            for o in self.score.objectives
+        ]
+
+    def violation(self, candidate: Candidate) -> float:
+        """The violation score (``_violation``) expected after the candidate."""
+        expected = self.expected(candidate)
+        return math.inf if expected is None else sum(max(r - 1.0, 0.0) for r in expected)
+
+
+def _rank(
+    causes: tuple[Cause, ...],
+    findings: tuple[Finding, ...],
+    observation: Observation,
+    config: VllmCommandLine,
+    knobs: Knobs,
+    hardware: HardwareInfo,
+) -> tuple[candidates.Ranking, ConfigView]:
+    """The ranked candidates for ``causes`` and the config view they were ranked on."""
+    cv = view(config, hardware, observation.cache_config)
+    ranking = candidates.rank(
+        causes, findings, cl=config, view=cv, knobs=knobs, hardware=hardware,
+        observation=observation,
+    )  # fmt: skip
+    return ranking, cv
 
 
 def _violation(diagnosis: Diagnosis) -> float:

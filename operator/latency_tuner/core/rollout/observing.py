@@ -99,7 +99,7 @@ def _for_margin(
 ) -> tuple[knob_catalog.Change, ContainerConfig] | None:
     """Targets met: the change worth a trial for margin (``planner.refine``) and the container
     it makes, in mode Auto with trials left; else None (converge)."""
-    if r.spec.mode is not Mode.AUTO or facts.controller_owner is not None:
+    if _recommend_only(r, facts):
         return None
     if r.status.trial_count >= r.spec.evaluation.max_trials:
         return None
@@ -123,7 +123,7 @@ def _next_change(
     r: Round, facts: Ready, analysis: Analysis, obs: Observation, result: Score
 ) -> Decision:
     """Targets missed: plan the next change and start it, recommend it, or give up."""
-    recommend_only = r.spec.mode is not Mode.AUTO or facts.controller_owner is not None
+    recommend_only = _recommend_only(r, facts)
     excluded = {(i.knob, i.value) for i in r.status.incompatible}
     skipped: list[str] = []
     while True:
@@ -168,6 +168,12 @@ def _next_change(
     if target.fingerprint() == facts.container.fingerprint():
         return exhausted(r, f"{proposal.describe()} would not change the container", False)
     return _start_trial(r, proposal, obs, target, facts)
+
+
+def _recommend_only(r: Round, facts: Ready) -> bool:
+    """Changes are published, not applied: mode Recommend or Off, or a Deployment another
+    controller owns."""
+    return r.spec.mode is not Mode.AUTO or facts.controller_owner is not None
 
 
 def _ungated(r: Round, change: knob_catalog.Change) -> bool:

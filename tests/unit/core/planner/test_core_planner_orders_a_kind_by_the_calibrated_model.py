@@ -4,10 +4,12 @@ priors would give."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from tests.unit.core.builders import H100, command_line, interference, knobs, objectives
 
-from latency_tuner.api.status import Verdict
+from latency_tuner.api.status import Prediction, Trial, Verdict
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.hardware import HardwareInfo
@@ -96,3 +98,19 @@ def test_the_model_error_is_the_median_of_its_latest_four_forecasts() -> None:
     assert model_error(_erred(0.9)) is None  # one forecast is no record
     assert model_error(_erred(0.9, 0.1, 0.2, 0.1, 0.3)) == pytest.approx(0.15)
     assert model_error(_erred(0.2, 0.6)) == pytest.approx(0.4)
+
+
+def test_a_recorded_error_that_is_not_a_number_says_nothing_of_the_model() -> None:
+    # The status is writable by whoever can edit the LatencyTarget: non-finite errors are
+    # dropped, finite ones kept.
+    trial = Trial(
+        id=1,
+        knob="maxNumSeqs",
+        started_at="2026-12-02T10:00:00Z",
+        predictions=[
+            Prediction(objective="ttft", basis="model", expected_change=-0.5, error=math.nan),
+            Prediction(objective="itl", basis="model", expected_change=-0.2, error=-math.inf),
+            Prediction(objective="e2e", basis="model", expected_change=-0.1, error=-0.3),
+        ],
+    )
+    assert TrialRecord.from_trial(trial).model_errors == (0.3,)
