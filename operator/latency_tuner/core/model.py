@@ -46,6 +46,7 @@ __all__ = [
     "Forecast",
     "calibrate",
     "engine_config",
+    "engine_or_refusal",
     "forecast",
     "forecast_change",
 ]
@@ -155,12 +156,23 @@ def engine_config(
     """The engine ``cl`` starts on ``gpus`` GPUs of the deployment's kind, or None when the
     model, the GPU or the command line is one the performance model does not know or vLLM
     would refuse."""
+    found = engine_or_refusal(cl, gpus, hardware)
+    return found if isinstance(found, EngineConfig) else None
+
+
+def engine_or_refusal(
+    cl: VllmCommandLine, gpus: int | None, hardware: HardwareInfo
+) -> EngineConfig | StartupError | None:
+    """As ``engine_config``, but telling a command line vLLM would refuse (its StartupError:
+    it cannot serve at all) from one the model does not know (None: it cannot say)."""
     if hardware.gpu_product is None:
         return None
     tp, pp = (parse_int(cl.get(f"{kind}-parallel-size")) or 1 for kind in ("tensor", "pipeline"))
     try:
         return build_engine_config(cl, gpu=hardware.gpu_product, num_gpus=gpus or max(tp * pp, 1))
-    except (StartupError, ValueError):  # unknown model or GPU (ValueErrors) or refused
+    except StartupError as refused:
+        return refused
+    except ValueError:  # an unknown model or GPU
         return None
 
 

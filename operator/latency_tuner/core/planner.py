@@ -43,9 +43,14 @@ model expects to buy a much larger margin (the sum of latency/target ratios 30% 
 objective within 90% of its target) at no more GPUs; refining ends at the first such trial
 that is not kept.
 
+Before any of that, when the calibrated model expects no configuration the spec allows to
+meet the targets (every one at least twice over some target, ``core.reach``), ``plan`` says so
+as ``Exhausted(unreachable=True)`` with the best reachable figures and, where one would do, a
+faster GPU the model expects to meet them, instead of trialling on (item 6 of issue 12).
+
 The model is trusted as far as its record on this target goes: once the median absolute error
 of its latest forecasts passes ``MODEL_DISTRUST``, neither ``plan`` nor ``refine`` acts on it
-(the priors order the candidates again). Pure.
+(the priors order the candidates again, and it calls nothing unreachable). Pure.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from dataclasses import dataclass, field, replace
 
 from latency_tuner.api.spec import Knobs, Objectives
 from latency_tuner.api.status import Trial, Verdict
-from latency_tuner.core import candidates, model
+from latency_tuner.core import candidates, model, reach
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis, margins
@@ -154,10 +159,13 @@ class TrialRecord:
 
 @dataclass(frozen=True)
 class Exhausted:
-    """Nothing left to try: why, and what a person could do instead."""
+    """Nothing left to try: why, and what a person could do instead. ``unreachable``: the
+    calibrated model expects no allowed configuration to meet the targets (``core.reach``),
+    rather than every candidate having been tried."""
 
     reason: str
     advice: tuple[str, ...] = ()
+    unreachable: bool = False
 
 
 def plan(
@@ -194,6 +202,14 @@ def plan(
         if _distrusted(model_error(history))
         else _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
     )
+    if forecasts is not None:
+        space = reach.reach(
+            forecasts.score, forecasts.calibration, forecasts.running, config, knobs, hardware
+        )
+        if space is not None and space.unreachable:
+            # Giving up before trialling on: each trial would cost a rollout for nothing.
+            advice = (*space.elsewhere, *diagnosis.advice)
+            return Exhausted(space.describe(), tuple(dict.fromkeys(advice)), unreachable=True)
     now = _violation(diagnosis)
 
     def clearly_better(candidate: Candidate) -> bool:

@@ -4,6 +4,7 @@ expects to be clearly larger). Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from latency_tuner.api.conditions import ConditionType, is_condition_true
@@ -159,7 +160,13 @@ def _next_change(
                 f"{result.describe()}; nothing left to try, measuring one more window",
             )
             return r.decision("near miss: measuring again before giving up")
-        return exhausted(r, proposal.reason, recommend_only)
+        return exhausted(
+            r,
+            proposal.reason,
+            recommend_only,
+            advice=proposal.advice,
+            condition_reason="TargetsUnreachable" if proposal.unreachable else "Exhausted",
+        )
     target = target_container(proposal, facts.command_line, facts.container)
     if recommend_only or r.spec.mode is Mode.OFF:
         return _recommend(r, proposal, target, facts)
@@ -184,11 +191,21 @@ def _ungated(r: Round, change: knob_catalog.Change) -> bool:
     return r.spec.quality is not None and change.knob.value in LOSSY_KNOBS and not canary
 
 
-def exhausted(r: Round, why: str, recommend_only: bool) -> Decision:
-    advice = r.status.diagnosis.advice if r.status.diagnosis else []
+def exhausted(
+    r: Round,
+    why: str,
+    recommend_only: bool,
+    *,
+    advice: Sequence[str] = (),
+    condition_reason: str = "Exhausted",
+) -> Decision:
+    """Give up (or, recommending only, say there is nothing to recommend): the Progressing
+    condition says why, with the planner's ``advice`` and the diagnosis's."""
+    known = r.status.diagnosis.advice if r.status.diagnosis else []
+    advice = list(dict.fromkeys((*advice, *known)))
     message = why + (f". Advice: {'; '.join(advice)}" if advice else "")
     r.update(recommendation=None, near_miss_at=None)
-    r.condition(ConditionType.PROGRESSING, False, "Exhausted", message)
+    r.condition(ConditionType.PROGRESSING, False, condition_reason, message)
     if recommend_only:
         r.phase(Phase.OBSERVING)
         return r.decision("nothing to recommend")

@@ -1,0 +1,177 @@
+"""What the calibrated model expects the whole allowed space to reach, and whether any
+configuration in it can meet the targets at all.
+
+Every configuration the spec allows from the running one (``core.space``) is forecast by the
+model calibrated on the window (``core.model``); each objective's expected ratio to its
+target is its measured ratio times the forecast change. The best reachable configuration is
+the one with the lowest expected violation (fewer GPUs among equals). The targets are
+*unreachable* when every configuration either would be refused by vLLM or is expected to miss
+some target by ``UNREACHABLE_FACTOR`` or more: a margin no forecast error the planner still
+trusts (``planner.MODEL_DISTRUST``) could close. A configuration the model cannot forecast (an
+unknown checkpoint, TTFT before a prefix cache's hit rate is known) might meet, so any such
+configuration means "reachable as far as the model knows". For unreachable targets the same
+space is forecast on the known GPUs with more memory bandwidth, and the first on which the
+model expects every target met is named as advice.
+
+The work is bounded: at most ``MAX_FORECASTS`` forecasts per call, and a space larger than
+that is not judged at all (None). Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from latency_tuner.api.spec import Knobs
+from latency_tuner.core import model
+from latency_tuner.core import space as allowed
+from latency_tuner.core.config_view import view
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.score import ObjectiveScore, Score, format_seconds
+from latency_tuner.perf.config import EngineConfig, StartupError
+from latency_tuner.vllm.args import VllmCommandLine
+
+# Every configuration must be expected this far over some target (twice it) before the targets
+# are called unreachable: a forecast off by up to 50% -- the error past which the planner
+# stops trusting the model at all -- still leaves each one missing.
+UNREACHABLE_FACTOR = 2.0
+# Forecasts per call at most (each well under a millisecond): the space of a spec with many
+# wide knobs is not judged rather than slowing every other target's decision.
+MAX_FORECASTS = 512
+OTHER_GPUS = 3  # faster GPUs looked at for advice at most
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One configuration's forecast: each objective with its expected ratio to the target
+    (None where the model cannot say)."""
+
+    values: tuple[tuple[str, str], ...]  # (knob, value) where it differs from the running one
+    gpus: int
+    ratios: tuple[tuple[ObjectiveScore, float | None], ...]
+
+    @property
+    def violation(self) -> float:
+        """The expected violation over the objectives the model can forecast."""
+        return sum(max(r - 1.0, 0.0) for _, r in self.ratios if r is not None)
+
+    @property
+    def misses(self) -> bool:
+        """Some target is expected missed by ``UNREACHABLE_FACTOR`` or more."""
+        return any(r is not None and r >= UNREACHABLE_FACTOR for _, r in self.ratios)
+
+    @property
+    def meets(self) -> bool:
+        """Every target is expected met (every objective forecast)."""
+        return all(r is not None and r <= 1.0 for _, r in self.ratios)
+
+    def describe(self) -> str:
+        """ "TTFT p90 ~1.2s (target 500ms), ITL p95 ~48ms (target 35ms) with max-num-seqs=64"."""
+        parts = [
+            f"{o.label} ~{format_seconds(_approx(r * o.threshold))} "
+            f"(target {format_seconds(o.threshold)})"
+            if r is not None
+            else f"{o.label} unknown (target {format_seconds(o.threshold)})"
+            for o, r in self.ratios
+        ]
+        where = ", ".join(f"{k}={v}" for k, v in self.values) or "the running configuration"
+        return f"{', '.join(parts)} with {where}"
+
+
+@dataclass(frozen=True)
+class Reach:
+    """The allowed space as the model sees it."""
+
+    configurations: int  # forecast (refused ones included)
+    best: Expected | None  # the lowest expected violation; None when every one is refused
+    unreachable: bool
+    elsewhere: tuple[str, ...] = ()  # "on an H200 the model expects ...": advice
+
+    def describe(self) -> str:
+        best = self.best.describe() if self.best is not None else "none would start"
+        return (
+            f"the calibrated model expects none of the {self.configurations} configurations the "
+            f"spec allows to meet the targets; at best {best}"
+        )
+
+
+def reach(
+    score: Score,
+    calibration: model.Calibration,
+    running: EngineConfig,
+    config: VllmCommandLine,
+    knobs: Knobs,
+    hardware: HardwareInfo,
+) -> Reach | None:
+    """The allowed space around ``config`` forecast with ``calibration``; None when it cannot
+    be judged (too large, or not a space the operator can describe)."""
+    gpus = view(config, hardware).tensor_parallel_size
+    try:
+        dims = allowed.dimensions(knobs, config, hardware, gpus)
+    except (allowed.SpaceError, ValueError):
+        return None
+    if allowed.size(dims) > MAX_FORECASTS:
+        return None
+    points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
+    running_values = {d.knob: d.start for d in dims}
+    forecasts = _forecast_all(points, running_values, score, calibration, running, hardware)
+    best = _best(forecasts)
+    unreachable = all(e is None or e.misses for e in forecasts)
+    if not unreachable:
+        return Reach(len(points), best, unreachable=False)
+    elsewhere: list[str] = []
+    budget = MAX_FORECASTS - len(points)
+    for gpu in hardware.higher_bandwidth_gpus()[:OTHER_GPUS]:
+        if budget < len(points):
+            break
+        budget -= len(points)
+        other = HardwareInfo(gpu.name, hardware.interconnect, hardware.gpus_per_node)
+        there = _best(_forecast_all(points, running_values, score, calibration, running, other))
+        if there is not None and there.meets:
+            elsewhere.append(f"on an {gpu.name} the model expects {there.describe()}")
+            break
+    return Reach(len(points), best, unreachable=True, elsewhere=tuple(elsewhere))
+
+
+def _forecast_all(
+    points: Sequence[tuple[tuple[tuple[str, str], ...], allowed.Setting]],
+    running_values: dict[str, str],
+    score: Score,
+    calibration: model.Calibration,
+    running: EngineConfig,
+    hardware: HardwareInfo,
+) -> list[Expected | None]:
+    """Each point's forecast; None for one vLLM would refuse."""
+    out: list[Expected | None] = []
+    for values, setting in points:
+        engine = model.engine_or_refusal(setting.cl, None, hardware)
+        if isinstance(engine, StartupError):
+            out.append(None)
+            continue
+        forecast = None if engine is None else model.forecast(calibration, running, engine)
+        ratios = tuple(
+            (o, _ratio(o, forecast.change(o.name) if forecast is not None else None))
+            for o in score.objectives
+        )
+        changed = tuple((k, v) for k, v in values if running_values.get(k) != v)
+        out.append(Expected(changed, setting.gpus, ratios))
+    return out
+
+
+def _approx(seconds: float) -> float:
+    """Two significant figures: a forecast is no more precise than that."""
+    return float(f"{seconds:.2g}")
+
+
+def _ratio(objective: ObjectiveScore, change: float | None) -> float | None:
+    ratio = objective.ratio
+    return None if ratio is None or change is None else ratio * (1.0 + change)
+
+
+def _best(forecasts: Sequence[Expected | None]) -> Expected | None:
+    known = [e for e in forecasts if e is not None]
+    return min(
+        known,
+        key=lambda e: (e.violation, sum(r is None for _, r in e.ratios), e.gpus),
+        default=None,
+    )
