@@ -203,13 +203,19 @@ def plan(
         else _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
     )
     if forecasts is not None:
-        space = reach.reach(
-            forecasts.score, forecasts.calibration, forecasts.running, config, knobs, hardware
+        case = reach.unreachable(
+            observation,
+            forecasts.score,
+            forecasts.calibration,
+            forecasts.running,
+            config,
+            knobs,
+            hardware,
         )
-        if space is not None and space.unreachable:
+        if case is not None:
             # Giving up before trialling on: each trial would cost a rollout for nothing.
-            advice = (*space.elsewhere, *diagnosis.advice)
-            return Exhausted(space.describe(), tuple(dict.fromkeys(advice)), unreachable=True)
+            advice = (*case.elsewhere, *diagnosis.advice, *ranking.blocked)
+            return Exhausted(case.describe(), tuple(dict.fromkeys(advice)), unreachable=True)
     now = _violation(diagnosis)
 
     def clearly_better(candidate: Candidate) -> bool:

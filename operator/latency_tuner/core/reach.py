@@ -3,15 +3,20 @@ configuration in it can meet the targets at all.
 
 Every configuration the spec allows from the running one (``core.space``) is forecast by the
 model calibrated on the window (``core.model``); each objective's expected ratio to its
-target is its measured ratio times the forecast change. The best reachable configuration is
+target is its measured ratio times the forecast change. TTFT and e2e are forecast without
+the queue: what the prefill, the decode and the serving overhead take at the least. A queue is
+what the model reads least well (one window's M/M/1, bursts, closed loops), and replicas,
+not knobs, are its usual fix; targets missed only by queueing are never called unreachable.
+Nor is anything on a saturated window, whose latencies are only lower bounds of a backlog
+still growing. The best reachable configuration is
 the one with the lowest expected violation (fewer GPUs among equals). The targets are
 *unreachable* when every configuration either would be refused by vLLM or is expected to miss
 some target by ``UNREACHABLE_FACTOR`` or more: a margin no forecast error the planner still
 trusts (``planner.MODEL_DISTRUST``) could close. A configuration the model cannot forecast (an
 unknown checkpoint, TTFT before a prefix cache's hit rate is known) might meet, so any such
 configuration means "reachable as far as the model knows". For unreachable targets the same
-space is forecast on the known GPUs with more memory bandwidth, and the first on which the
-model expects every target met is named as advice.
+space is forecast on the known GPUs with at least 1.5x the memory bandwidth, slowest first, and
+the first on which the model expects every target met is named as advice.
 
 The work is bounded: at most ``MAX_FORECASTS`` forecasts per call, and a space larger than
 that is not judged at all (None). Pure: no I/O, no clock.
@@ -19,14 +24,15 @@ that is not judged at all (None). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from latency_tuner.api.spec import Knobs
-from latency_tuner.core import model
+from latency_tuner.core import model, saturation
 from latency_tuner.core import space as allowed
 from latency_tuner.core.config_view import view
 from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds
 from latency_tuner.perf.config import EngineConfig, StartupError
 from latency_tuner.vllm.args import VllmCommandLine
@@ -35,10 +41,13 @@ from latency_tuner.vllm.args import VllmCommandLine
 # are called unreachable: a forecast off by up to 50% -- the error past which the planner
 # stops trusting the model at all -- still leaves each one missing.
 UNREACHABLE_FACTOR = 2.0
-# Forecasts per call at most (each well under a millisecond): the space of a spec with many
-# wide knobs is not judged rather than slowing every other target's decision.
-MAX_FORECASTS = 512
-OTHER_GPUS = 3  # faster GPUs looked at for advice at most
+# Forecasts per call at most: each takes up to half a millisecond (long prompts in small
+# chunks), and the decision runs on the operator's loop; a spec with many wide knobs is not
+# judged rather than slowing every other target's decision (about 60 ms at most).
+MAX_FORECASTS = 128
+# Another GPU is advised only where the model expects every objective at most this share of its
+# target: a bare "meets" would be a coin toss at the model's typical error.
+ADVICE_CEILING = 0.8
 
 
 @dataclass(frozen=True)
@@ -62,8 +71,9 @@ class Expected:
 
     @property
     def meets(self) -> bool:
-        """Every target is expected met (every objective forecast)."""
-        return all(r is not None and r <= 1.0 for _, r in self.ratios)
+        """Every target is expected met with a margin the model's error will not eat
+        (``ADVICE_CEILING``; every objective forecast)."""
+        return all(r is not None and r <= ADVICE_CEILING for _, r in self.ratios)
 
     def describe(self) -> str:
         """ "TTFT p90 ~1.2s (target 500ms), ITL p95 ~48ms (target 35ms) with max-num-seqs=64"."""
@@ -79,13 +89,12 @@ class Expected:
 
 
 @dataclass(frozen=True)
-class Reach:
-    """The allowed space as the model sees it."""
+class Unreachable:
+    """The model's case that no allowed configuration meets the targets."""
 
     configurations: int  # forecast (refused ones included)
     best: Expected | None  # the lowest expected violation; None when every one is refused
-    unreachable: bool
-    elsewhere: tuple[str, ...] = ()  # "on an H200 the model expects ...": advice
+    elsewhere: tuple[str, ...] = ()  # "on H200 GPUs the model expects ...": advice
 
     def describe(self) -> str:
         best = self.best.describe() if self.best is not None else "none would start"
@@ -95,16 +104,23 @@ class Reach:
         )
 
 
-def reach(
+def unreachable(
+    observation: Observation,
     score: Score,
     calibration: model.Calibration,
     running: EngineConfig,
     config: VllmCommandLine,
     knobs: Knobs,
     hardware: HardwareInfo,
-) -> Reach | None:
-    """The allowed space around ``config`` forecast with ``calibration``; None when it cannot
-    be judged (too large, or not a space the operator can describe)."""
+) -> Unreachable | None:
+    """The case that no configuration allowed around ``config`` can meet the targets, as the
+    model calibrated on the window forecasts them; None when one may (as far as the model
+    knows) or the space cannot be judged (larger than ``MAX_FORECASTS``, or not one the
+    operator can describe)."""
+    if saturation.saturated(observation):
+        return None
+    if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in score.objectives):
+        return None  # the running configuration is one of them, forecast at most as measured
     gpus = view(config, hardware).tensor_parallel_size
     try:
         dims = allowed.dimensions(knobs, config, hardware, gpus)
@@ -114,23 +130,24 @@ def reach(
         return None
     points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
     running_values = {d.knob: d.start for d in dims}
-    forecasts = _forecast_all(points, running_values, score, calibration, running, hardware)
-    best = _best(forecasts)
-    unreachable = all(e is None or e.misses for e in forecasts)
-    if not unreachable:
-        return Reach(len(points), best, unreachable=False)
+    forecasts: list[Expected | None] = []
+    for expected in _forecast_all(points, running_values, score, calibration, running, hardware):
+        if expected is not None and not expected.misses:
+            return None  # within reach: stop forecasting
+        forecasts.append(expected)
     elsewhere: list[str] = []
     budget = MAX_FORECASTS - len(points)
-    for gpu in hardware.higher_bandwidth_gpus()[:OTHER_GPUS]:
+    # The smallest step up first: the advice names the least GPU the model expects to do.
+    for gpu in sorted(hardware.higher_bandwidth_gpus(), key=lambda g: g.bandwidth_tbs):
         if budget < len(points):
             break
         budget -= len(points)
         other = HardwareInfo(gpu.name, hardware.interconnect, hardware.gpus_per_node)
         there = _best(_forecast_all(points, running_values, score, calibration, running, other))
         if there is not None and there.meets:
-            elsewhere.append(f"on an {gpu.name} the model expects {there.describe()}")
+            elsewhere.append(f"on {gpu.name} GPUs the model expects {there.describe()}")
             break
-    return Reach(len(points), best, unreachable=True, elsewhere=tuple(elsewhere))
+    return Unreachable(len(points), _best(forecasts), tuple(elsewhere))
 
 
 def _forecast_all(
@@ -140,22 +157,22 @@ def _forecast_all(
     calibration: model.Calibration,
     running: EngineConfig,
     hardware: HardwareInfo,
-) -> list[Expected | None]:
-    """Each point's forecast; None for one vLLM would refuse."""
-    out: list[Expected | None] = []
+) -> Iterator[Expected | None]:
+    """Each point's forecast, one at a time; None for one vLLM would refuse."""
     for values, setting in points:
         engine = model.engine_or_refusal(setting.cl, None, hardware)
         if isinstance(engine, StartupError):
-            out.append(None)
+            yield None
             continue
-        forecast = None if engine is None else model.forecast(calibration, running, engine)
+        forecast = (
+            None if engine is None else model.forecast(calibration, running, engine, queue=False)
+        )
         ratios = tuple(
             (o, _ratio(o, forecast.change(o.name) if forecast is not None else None))
             for o in score.objectives
         )
         changed = tuple((k, v) for k, v in values if running_values.get(k) != v)
-        out.append(Expected(changed, setting.gpus, ratios))
-    return out
+        yield Expected(changed, setting.gpus, ratios)
 
 
 def _approx(seconds: float) -> float:
@@ -168,7 +185,7 @@ def _ratio(objective: ObjectiveScore, change: float | None) -> float | None:
     return None if ratio is None or change is None else ratio * (1.0 + change)
 
 
-def _best(forecasts: Sequence[Expected | None]) -> Expected | None:
+def _best(forecasts: Iterable[Expected | None]) -> Expected | None:
     known = [e for e in forecasts if e is not None]
     return min(
         known,

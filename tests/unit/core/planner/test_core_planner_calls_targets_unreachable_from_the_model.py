@@ -1,0 +1,138 @@
+"""When the calibrated model expects every configuration the spec allows to miss some target by
+twice or more, the planner gives up at once, saying so with the best reachable figures and,
+where the model expects one to do, a faster GPU (issue 12, item 6); anything the model cannot
+rule out keeps the targets within reach and the planner trialling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.unit.core.builders import (
+    H100,
+    command_line,
+    knobs,
+    objectives,
+    prefill_stalls,
+    slow_decode,
+)
+
+from latency_tuner.api.spec import Knobs, Objectives
+from latency_tuner.api.status import Verdict
+from latency_tuner.core import reach
+from latency_tuner.core.diagnosis import diagnose
+from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.knobs import Change
+from latency_tuner.core.observation import Observation
+from latency_tuner.core.planner import Exhausted, TrialRecord, plan
+from latency_tuner.vllm.args import VllmCommandLine
+
+UNCHUNKED = command_line("--no-enable-chunked-prefill")
+ONLY_SEQS = knobs(
+    max_num_seqs={"min": 8, "max": 256},
+    max_num_batched_tokens=None,
+    prefix_caching=False,
+    chunked_prefill=False,
+    gpu_memory_utilization=None,
+)
+STALLS = prefill_stalls()  # ITL p99 136 ms: each token behind a whole 6,000-token prefill
+
+
+def _plan(
+    goal: Objectives,
+    spec: Knobs = ONLY_SEQS,
+    window: Observation = STALLS,
+    cl: VllmCommandLine = UNCHUNKED,
+    hardware: HardwareInfo = H100,
+    **kwargs: Any,
+) -> Change | Exhausted:
+    return plan(diagnose(window, goal, cl, hardware, spec), window, cl, spec, hardware, **kwargs)
+
+
+def test_a_stall_no_allowed_knob_can_shorten_is_unreachable_at_the_best_reachable_figures() -> None:
+    # More sequences or fewer, a token still waits on a whole prefill: ~140 ms against 30 ms.
+    outcome = _plan(objectives(itl="30ms", percentile=99))
+    assert isinstance(outcome, Exhausted)
+    assert outcome.unreachable
+    assert outcome.reason.startswith(
+        "the calibrated model expects none of the 7 configurations the spec allows"
+    )
+    assert "at best ITL p99 ~" in outcome.reason
+    assert "(target 30ms)" in outcome.reason
+    assert any("separate deployment" in a for a in outcome.advice)
+
+
+def test_the_same_stall_is_within_reach_once_chunked_prefill_is_allowed() -> None:
+    spec = ONLY_SEQS.model_copy(
+        update={"chunked_prefill": True, "max_num_batched_tokens": knobs(
+            max_num_batched_tokens={"min": 256, "max": 8192}).max_num_batched_tokens}
+    )  # fmt: skip
+    outcome = _plan(objectives(itl="30ms", percentile=99), spec)
+    assert isinstance(outcome, Change)
+
+
+def test_a_miss_of_less_than_twice_the_target_is_never_called_unreachable() -> None:
+    # 136 ms against 80 ms: a model off by 50% could be wrong about every configuration.
+    outcome = _plan(objectives(itl="80ms", percentile=99))
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
+
+
+def test_a_model_that_erred_on_this_target_calls_nothing_unreachable() -> None:
+    erred = [
+        TrialRecord("maxNumSeqs", None, str(64 * (i + 1)), Verdict.REVERT, model_errors=(e,))
+        for i, e in enumerate((0.6, 0.7))
+    ]
+    outcome = _plan(objectives(itl="30ms", percentile=99), history=erred)
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
+
+
+def test_a_configuration_the_model_cannot_forecast_keeps_the_targets_within_reach() -> None:
+    # TTFT 4.5 times its target with no prefix cache. Which share of the prompts one would
+    # find is unknown until it is on: the model cannot rule that configuration out.
+    goal = objectives(ttft="100ms", percentile=90)
+    uncached = command_line("--no-enable-chunked-prefill", "--no-enable-prefix-caching")
+    without = _plan(goal, cl=uncached)
+    assert isinstance(without, Exhausted)
+    assert without.unreachable
+    outcome = _plan(goal, ONLY_SEQS.model_copy(update={"prefix_caching": True}), cl=uncached)
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
+
+
+L40S = HardwareInfo.from_labels("NVIDIA-L40S")
+# Llama 3.1 8B decoding at ~22 ms a token on an L40S, as the model expects of it.
+DECODE = slow_decode(
+    itl={50: 0.022, 90: 0.024, 99: 0.026},
+    itl_mean=0.022,
+    ttft={50: 0.1, 90: 0.15, 99: 0.2},
+    ttft_mean=0.1,
+    queue_time_mean=0.005,
+    prefill_time_mean=0.08,
+    generation_tokens_mean=200.0,
+    prompt_tokens_mean=1000.0,
+)
+
+
+def test_the_least_faster_gpu_the_model_expects_to_meet_the_targets_is_advised() -> None:
+    outcome = _plan(objectives(itl="11ms", percentile=90), window=DECODE, cl=command_line(),
+                    hardware=L40S)  # fmt: skip
+    assert isinstance(outcome, Exhausted)
+    assert outcome.unreachable
+    assert outcome.advice[0].startswith("on H100-SXM GPUs the model expects ITL p90 ~")
+    assert "(target 11ms)" in outcome.advice[0]
+
+
+def test_no_gpu_is_advised_where_the_model_expects_none_to_meet_with_a_margin() -> None:
+    # 2 ms a token is beyond even a B200 for an 8B model's weights.
+    outcome = _plan(objectives(itl="2ms", percentile=90), window=DECODE, cl=command_line(),
+                    hardware=L40S)  # fmt: skip
+    assert isinstance(outcome, Exhausted)
+    assert outcome.unreachable
+    assert not any(a.startswith("on ") for a in outcome.advice)
+
+
+def test_a_space_beyond_the_forecast_budget_is_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The decision runs on the operator's loop: past MAX_FORECASTS configurations the model
+    # calls nothing unreachable, and the planner trials as it would without it.
+    monkeypatch.setattr(reach, "MAX_FORECASTS", 6)  # the space has 7
+    outcome = _plan(objectives(itl="30ms", percentile=99))
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
