@@ -44,9 +44,11 @@ objective within 90% of its target) at no more GPUs; refining ends at the first 
 that is not kept.
 
 Before any of that, when the calibrated model expects no configuration the spec allows to
-meet the targets (every one at least twice over some target, ``core.reach``), ``plan`` says so
-as ``Exhausted(unreachable=True)`` with the best reachable figures and, where one would do, a
-faster GPU the model expects to meet them, instead of trialling on (item 6 of issue 12).
+meet the targets (every one at least twice over some target, three times before the model has
+a record on the target; ``core.reach``), ``plan`` says so as ``Exhausted(unreachable=True)``
+with the best reachable figures and, where one would do, a faster GPU the model expects to
+meet them, instead of trialling on (item 6 of issue 12). Not under KV-cache pressure: the
+model has no preemption in it.
 
 The model is trusted as far as its record on this target goes: once the median absolute error
 of its latest forecasts passes ``MODEL_DISTRUST``, neither ``plan`` nor ``refine`` acts on it
@@ -66,7 +68,7 @@ from latency_tuner.core import candidates, model, reach
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis, margins
-from latency_tuner.core.evidence import Cause, Finding
+from latency_tuner.core.evidence import Bottleneck, Cause, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
@@ -202,7 +204,10 @@ def plan(
         if _distrusted(model_error(history))
         else _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
     )
-    if forecasts is not None:
+    # The model has no preemption in it: under KV-cache pressure a server's latencies hold what
+    # a configuration with more KV room would not pay, so nothing is called unreachable there.
+    pressure = any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in diagnosis.causes)
+    if forecasts is not None and not pressure:
         case = reach.unreachable(
             observation,
             forecasts.score,
@@ -211,6 +216,7 @@ def plan(
             config,
             knobs,
             hardware,
+            proven=model_error(history) is not None,
         )
         if case is not None:
             # Giving up before trialling on: each trial would cost a rollout for nothing.

@@ -2,24 +2,31 @@
 configuration in it can meet the targets at all.
 
 Every configuration the spec allows from the running one (``core.space``) is forecast by the
-model calibrated on the window (``core.model``); each objective's expected ratio to its
-target is its measured ratio times the forecast change. TTFT and e2e are forecast without
-the queue: what the prefill, the decode and the serving overhead take at the least. A queue is
-what the model reads least well (one window's M/M/1, bursts, closed loops), and replicas,
-not knobs, are its usual fix; targets missed only by queueing are never called unreachable.
-Nor is anything on a saturated window, whose latencies are only lower bounds of a backlog
-still growing. The best reachable configuration is
-the one with the lowest expected violation (fewer GPUs among equals). The targets are
-*unreachable* when every configuration either would be refused by vLLM or is expected to miss
-some target by ``UNREACHABLE_FACTOR`` or more: a margin no forecast error the planner still
-trusts (``planner.MODEL_DISTRUST``) could close. A configuration the model cannot forecast (an
-unknown checkpoint, TTFT before a prefix cache's hit rate is known) might meet, so any such
-configuration means "reachable as far as the model knows". For unreachable targets the same
-space is forecast on the known GPUs with at least 1.5x the memory bandwidth, slowest first, and
-the first on which the model expects every target met is named as advice.
+model calibrated on the window (``core.model``); each objective's expected ratio to its target
+is its measured ratio times the forecast change. TTFT and e2e are forecast without the queue:
+what the prefill, the decode and the serving overhead take at the least. The queue is what the
+model reads least well (one window's M/M/1, bursts, closed loops), and replicas, not knobs,
+are its usual fix: targets missed only by queueing are never called unreachable. Nor is
+anything on a saturated window, whose latencies are only lower bounds of a growing backlog.
 
-The work is bounded: at most ``MAX_FORECASTS`` forecasts per call, and a space larger than
-that is not judged at all (None). Pure: no I/O, no clock.
+The targets are *unreachable* when every configuration either would be refused at start (the
+performance model's StartupError, which mirrors vLLM's checks: memory, heads over TP, FP8 on an
+old GPU, a speculative method or a quantized checkpoint it does not know) or is expected to
+miss some target by ``UNREACHABLE_FACTOR`` or more: a margin no forecast error the planner
+still trusts (``planner.MODEL_DISTRUST``) could close. A configuration the model cannot
+forecast (an unknown checkpoint, TTFT before a prefix cache's hit rate is known) might meet,
+so any such configuration keeps the targets "within reach as far as the model knows"; so does
+a prefix cache turned on, whose hits would shorten the prefills that stall decodes too. Until
+the model has a record on the target (a trial measured what it forecast), the miss must be
+``UNPROVEN_FACTOR`` (three times the target) rather than twice. The best
+reachable configuration is the one with the lowest expected violation (fewer unknowns, then
+fewer GPUs, among equals). For unreachable targets the same space is forecast on the known
+GPUs with at least 1.5x the memory bandwidth, slowest first, and the first on which the model
+expects every target met with a margin (``ADVICE_CEILING``) is named as advice.
+
+The work is bounded: a space larger than ``MAX_FORECASTS`` is not judged at all, other GPUs
+share what is left of that budget, and forecasting stops at the first configuration within
+reach. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -41,6 +48,11 @@ from latency_tuner.vllm.args import VllmCommandLine
 # are called unreachable: a forecast off by up to 50% -- the error past which the planner
 # stops trusting the model at all -- still leaves each one missing.
 UNREACHABLE_FACTOR = 2.0
+# ... and this far while the model has no record on the target yet (no trial measured what it
+# forecast): the factor by which a calibration may be off and still be used
+# (``model.TRUSTED_FACTOR``). A knob whose effect on this server lies outside the published
+# range (a speculative decoder accepting more than usual) must not end the work unseen.
+UNPROVEN_FACTOR = model.TRUSTED_FACTOR
 # Forecasts per call at most: each takes up to half a millisecond (long prompts in small
 # chunks), and the decision runs on the operator's loop; a spec with many wide knobs is not
 # judged rather than slowing every other target's decision (about 60 ms at most).
@@ -64,10 +76,9 @@ class Expected:
         """The expected violation over the objectives the model can forecast."""
         return sum(max(r - 1.0, 0.0) for _, r in self.ratios if r is not None)
 
-    @property
-    def misses(self) -> bool:
-        """Some target is expected missed by ``UNREACHABLE_FACTOR`` or more."""
-        return any(r is not None and r >= UNREACHABLE_FACTOR for _, r in self.ratios)
+    def misses(self, factor: float) -> bool:
+        """Some target is expected missed by ``factor`` or more."""
+        return any(r is not None and r >= factor for _, r in self.ratios)
 
     @property
     def meets(self) -> bool:
@@ -112,14 +123,18 @@ def unreachable(
     config: VllmCommandLine,
     knobs: Knobs,
     hardware: HardwareInfo,
+    *,
+    proven: bool,
 ) -> Unreachable | None:
     """The case that no configuration allowed around ``config`` can meet the targets, as the
     model calibrated on the window forecasts them; None when one may (as far as the model
     knows) or the space cannot be judged (larger than ``MAX_FORECASTS``, or not one the
-    operator can describe)."""
+    operator can describe). ``proven``: the model has a record on this target within the
+    error the planner trusts (``UNREACHABLE_FACTOR``, else ``UNPROVEN_FACTOR``)."""
+    factor = UNREACHABLE_FACTOR if proven else UNPROVEN_FACTOR
     if saturation.saturated(observation):
         return None
-    if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in score.objectives):
+    if not any(o.ratio is not None and o.ratio >= factor for o in score.objectives):
         return None  # the running configuration is one of them, forecast at most as measured
     gpus = view(config, hardware).tensor_parallel_size
     try:
@@ -132,7 +147,7 @@ def unreachable(
     running_values = {d.knob: d.start for d in dims}
     forecasts: list[Expected | None] = []
     for expected in _forecast_all(points, running_values, score, calibration, running, hardware):
-        if expected is not None and not expected.misses:
+        if expected is not None and not expected.misses(factor):
             return None  # within reach: stop forecasting
         forecasts.append(expected)
     elsewhere: list[str] = []
@@ -167,6 +182,10 @@ def _forecast_all(
         forecast = (
             None if engine is None else model.forecast(calibration, running, engine, queue=False)
         )
+        if forecast is not None and forecast.ttft is None:
+            # A prefix cache turned on: the share of prompts it will find is unknown, and with
+            # it the prefills that stall decodes (ITL) as much as TTFT.
+            forecast = None
         ratios = tuple(
             (o, _ratio(o, forecast.change(o.name) if forecast is not None else None))
             for o in score.objectives

@@ -112,19 +112,57 @@ DECODE = slow_decode(
 )
 
 
+# Earlier trials whose forecasts the windows bore out (10-20 points off): a record.
+PROVEN = [
+    TrialRecord("maxNumSeqs", None, str(64 * (i + 1)), Verdict.REVERT, model_errors=(e,))
+    for i, e in enumerate((0.1, 0.2))
+]
+
+
 def test_the_least_faster_gpu_the_model_expects_to_meet_the_targets_is_advised() -> None:
     outcome = _plan(objectives(itl="11ms", percentile=90), window=DECODE, cl=command_line(),
-                    hardware=L40S)  # fmt: skip
+                    hardware=L40S, history=PROVEN)  # fmt: skip
     assert isinstance(outcome, Exhausted)
     assert outcome.unreachable
     assert outcome.advice[0].startswith("on H100-SXM GPUs the model expects ITL p90 ~")
     assert "(target 11ms)" in outcome.advice[0]
 
 
+def test_before_the_model_has_a_record_here_a_miss_must_be_three_times_the_target() -> None:
+    # ~24 ms a token against 11 ms: twice over, not three times. Unproven on this target, the
+    # model's case is not enough to give up on it; with a record it is.
+    goal = objectives(itl="11ms", percentile=90)
+    unproven = _plan(goal, window=DECODE, cl=command_line(), hardware=L40S)
+    assert not (isinstance(unproven, Exhausted) and unproven.unreachable)
+    proven = _plan(goal, window=DECODE, cl=command_line(), hardware=L40S, history=PROVEN)
+    assert isinstance(proven, Exhausted)
+    assert proven.unreachable
+
+
+def test_kv_cache_pressure_is_never_called_unreachable() -> None:
+    # Preemptions recompute prefills and stall decodes; the model has none of that in it, so
+    # what a configuration with more KV room would save is beyond what it can rule out.
+    pressured = prefill_stalls(preemptions=60.0, kv_cache_usage_mean=0.97, kv_cache_usage_max=1.0)
+    outcome = _plan(objectives(itl="30ms", percentile=99), window=pressured)
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
+
+
+def test_a_prefix_cache_turned_on_may_shorten_the_stalls_as_well() -> None:
+    # With the prefix cache allowed (and off), how much of each 6,000-token prefill it would
+    # skip is unknown: ITL p99 may drop with it, so the stall is not called unreachable.
+    uncached = command_line("--no-enable-chunked-prefill", "--no-enable-prefix-caching")
+    goal = objectives(itl="30ms", percentile=99)
+    without = _plan(goal, cl=uncached)
+    assert isinstance(without, Exhausted)
+    assert without.unreachable
+    outcome = _plan(goal, ONLY_SEQS.model_copy(update={"prefix_caching": True}), cl=uncached)
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
+
+
 def test_no_gpu_is_advised_where_the_model_expects_none_to_meet_with_a_margin() -> None:
     # 2 ms a token is beyond even a B200 for an 8B model's weights.
     outcome = _plan(objectives(itl="2ms", percentile=90), window=DECODE, cl=command_line(),
-                    hardware=L40S)  # fmt: skip
+                    hardware=L40S, history=PROVEN)  # fmt: skip
     assert isinstance(outcome, Exhausted)
     assert outcome.unreachable
     assert not any(a.startswith("on ") for a in outcome.advice)
