@@ -416,11 +416,7 @@ def recommend(analysis: Analysis, facts: Ready, spec: LatencyTargetSpec) -> dict
     if proposal is None:
         return None
     if isinstance(proposal, Exhausted):
-        return {
-            "exhausted": proposal.reason,
-            "advice": list(proposal.advice),
-            "unreachable": proposal.unreachable,
-        }
+        return {"exhausted": proposal.reason, "advice": list(proposal.advice)}
     target = target_container(proposal, cl, facts.container)
     patch = container_patch(facts.deployment, facts.container_index, target, facts.gpu_resource)
     return recommendation_of(proposal, patch)
@@ -477,10 +473,6 @@ def render_text(
             "Recommendation: none (targets met and no change worth a trial for margin, "
             "or nothing measurable)"
         )
-    elif recommendation.get("unreachable"):
-        lines.append(f"Recommendation: none, the targets are out of reach: "
-                     f"{recommendation['exhausted']}")  # fmt: skip
-        lines += [f"  - {a}" for a in recommendation["advice"] if a not in status.advice]
     elif "exhausted" in recommendation:
         lines.append(f"Recommendation: nothing safe left to try: {recommendation['exhausted']}")
     else:

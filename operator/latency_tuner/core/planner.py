@@ -44,11 +44,11 @@ objective within 90% of its target) at no more GPUs; refining ends at the first 
 that is not kept.
 
 Before any of that, when the calibrated model expects no configuration the spec allows to
-meet the targets (every one at least twice over some target, three times before the model has
-a record on the target; ``core.reach``), ``plan`` says so as ``Exhausted(unreachable=True)``
-with the best reachable figures and, where one would do, a faster GPU the model expects to
-meet them, instead of trialling on (item 6 of issue 12). Not under KV-cache pressure: the
-model has no preemption in it.
+meet the targets (every one at least twice over some target; ``core.reach``) and it has a
+record on the target within the error it trusts, ``plan`` says so as
+``Exhausted(unreachable=True)`` with the best reachable figures and, where one would do, a
+faster GPU the model expects to meet them, instead of trialling on (item 6 of issue 12). Not
+under KV-cache pressure: the model has no preemption in it.
 
 The model is trusted as far as its record on this target goes: once the median absolute error
 of its latest forecasts passes ``MODEL_DISTRUST``, neither ``plan`` nor ``refine`` acts on it
@@ -207,7 +207,9 @@ def plan(
     # The model has no preemption in it: under KV-cache pressure a server's latencies hold what
     # a configuration with more KV room would not pay, so nothing is called unreachable there.
     pressure = any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in diagnosis.causes)
-    if forecasts is not None and not pressure:
+    # Only on the model's record: a first window says nothing of how far this server's knob
+    # effects stray from the published ranges the model is built on.
+    if forecasts is not None and not pressure and model_error(history) is not None:
         case = reach.unreachable(
             observation,
             forecasts.score,
@@ -216,7 +218,6 @@ def plan(
             config,
             knobs,
             hardware,
-            proven=model_error(history) is not None,
         )
         if case is not None:
             # Giving up before trialling on: each trial would cost a rollout for nothing.

@@ -16,13 +16,19 @@ miss some target by ``UNREACHABLE_FACTOR`` or more: a margin no forecast error t
 still trusts (``planner.MODEL_DISTRUST``) could close. A configuration the model cannot
 forecast (an unknown checkpoint, TTFT before a prefix cache's hit rate is known) might meet,
 so any such configuration keeps the targets "within reach as far as the model knows"; so does
-a prefix cache turned on, whose hits would shorten the prefills that stall decodes too. Until
-the model has a record on the target (a trial measured what it forecast), the miss must be
-``UNPROVEN_FACTOR`` (three times the target) rather than twice. The best
-reachable configuration is the one with the lowest expected violation (fewer unknowns, then
-fewer GPUs, among equals). For unreachable targets the same space is forecast on the known
-GPUs with at least 1.5x the memory bandwidth, slowest first, and the first on which the model
-expects every target met with a margin (``ADVICE_CEILING``) is named as advice.
+a prefix cache turned on, whose hits would shorten the prefills that stall decodes too. Nor is
+anything where the window's ITL tail is not what the model's steps make of it (its quantile
+factor beyond ``model.TRUSTED_FACTOR``): something the model does not describe sets that tail.
+
+The caller asks only once the model has a record on the target within the error it trusts
+(a trial measured what it forecast): a first window says nothing of how far this server's knob
+effects stray from the published ranges the model is built on.
+
+The best reachable configuration is the one with the lowest expected violation (fewer
+unknowns, then fewer GPUs, among equals). For unreachable targets the same space is forecast
+on the known GPUs with at least 1.5x the memory bandwidth, slowest first, and the first on
+which the model expects every target met with a margin (``ADVICE_CEILING``) is named as
+advice.
 
 The work is bounded: a space larger than ``MAX_FORECASTS`` is not judged at all, other GPUs
 share what is left of that budget, and forecasting stops at the first configuration within
@@ -48,11 +54,6 @@ from latency_tuner.vllm.args import VllmCommandLine
 # are called unreachable: a forecast off by up to 50% -- the error past which the planner
 # stops trusting the model at all -- still leaves each one missing.
 UNREACHABLE_FACTOR = 2.0
-# ... and this far while the model has no record on the target yet (no trial measured what it
-# forecast): the factor by which a calibration may be off and still be used
-# (``model.TRUSTED_FACTOR``). A knob whose effect on this server lies outside the published
-# range (a speculative decoder accepting more than usual) must not end the work unseen.
-UNPROVEN_FACTOR = model.TRUSTED_FACTOR
 # Forecasts per call at most: each takes up to half a millisecond (long prompts in small
 # chunks), and the decision runs on the operator's loop; a spec with many wide knobs is not
 # judged rather than slowing every other target's decision (about 60 ms at most).
@@ -76,9 +77,10 @@ class Expected:
         """The expected violation over the objectives the model can forecast."""
         return sum(max(r - 1.0, 0.0) for _, r in self.ratios if r is not None)
 
-    def misses(self, factor: float) -> bool:
-        """Some target is expected missed by ``factor`` or more."""
-        return any(r is not None and r >= factor for _, r in self.ratios)
+    @property
+    def misses(self) -> bool:
+        """Some target is expected missed by ``UNREACHABLE_FACTOR`` or more."""
+        return any(r is not None and r >= UNREACHABLE_FACTOR for _, r in self.ratios)
 
     @property
     def meets(self) -> bool:
@@ -123,18 +125,20 @@ def unreachable(
     config: VllmCommandLine,
     knobs: Knobs,
     hardware: HardwareInfo,
-    *,
-    proven: bool,
 ) -> Unreachable | None:
     """The case that no configuration allowed around ``config`` can meet the targets, as the
     model calibrated on the window forecasts them; None when one may (as far as the model
     knows) or the space cannot be judged (larger than ``MAX_FORECASTS``, or not one the
-    operator can describe). ``proven``: the model has a record on this target within the
-    error the planner trusts (``UNREACHABLE_FACTOR``, else ``UNPROVEN_FACTOR``)."""
-    factor = UNREACHABLE_FACTOR if proven else UNPROVEN_FACTOR
+    operator can describe). Call it only where the model has a record on this target within
+    the error the planner trusts (``planner.model_error``)."""
     if saturation.saturated(observation):
         return None
-    if not any(o.ratio is not None and o.ratio >= factor for o in score.objectives):
+    tail = calibration.itl_quantile_factor
+    if not 1 / model.TRUSTED_FACTOR <= tail <= model.TRUSTED_FACTOR:
+        # The window's ITL tail is not what the model's steps make of it: something the model
+        # does not describe sets it, and what that is, no forecast can rule out.
+        return None
+    if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in score.objectives):
         return None  # the running configuration is one of them, forecast at most as measured
     gpus = view(config, hardware).tensor_parallel_size
     try:
@@ -147,7 +151,7 @@ def unreachable(
     running_values = {d.knob: d.start for d in dims}
     forecasts: list[Expected | None] = []
     for expected in _forecast_all(points, running_values, score, calibration, running, hardware):
-        if expected is not None and not expected.misses(factor):
+        if expected is not None and not expected.misses:
             return None  # within reach: stop forecasting
         forecasts.append(expected)
     elsewhere: list[str] = []

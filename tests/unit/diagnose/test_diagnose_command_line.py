@@ -152,22 +152,3 @@ def test_with_the_targets_met_the_recommendation_is_the_change_for_margin() -> N
         objectives={"itl": {"percentile": 99, "threshold": "150ms"}}, mode="Recommend"
     )
     assert diagnose.recommend(analysis, ready, recommend_only) is None
-
-
-def test_targets_the_model_expects_out_of_reach_are_said_so_with_the_best_figures() -> None:
-    # ITL p99 136 ms against 30 ms with only max-num-seqs allowed: no trial is recommended.
-    current = prefill_stalls(window_seconds=60.0, requests=180)
-    ready = facts(UNCHUNKED, current=current)
-    target = spec(
-        objectives={"itl": {"percentile": 99, "threshold": "30ms"}},
-        knobs={"maxNumSeqs": {"min": 8, "max": 256}, "maxNumBatchedTokens": None,
-               "prefixCaching": False, "chunkedPrefill": False, "gpuMemoryUtilization": None},
-    )  # fmt: skip
-    analysis = analyse(target, current, ready.command_line, H100)
-    printed = diagnose.recommend(analysis, ready, target)
-    assert printed is not None
-    assert printed["unreachable"] is True
-    text = diagnose.render_text(current, analysis.diagnosis, printed)
-    line = text.split("Recommendation:", 1)[1].splitlines()[0]
-    assert line.startswith(" none, the targets are out of reach: the calibrated model expects")
-    assert "at best ITL p99 ~" in line

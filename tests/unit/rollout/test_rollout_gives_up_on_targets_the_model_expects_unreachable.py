@@ -1,7 +1,7 @@
-"""A window whose targets the calibrated model expects no allowed configuration to meet ends in
-phase Exhausted at once, without a trial: the Progressing condition says TargetsUnreachable,
-with the best reachable figures and the advice (issue 12, item 6). Recommend mode publishes
-no recommendation and keeps observing."""
+"""Once the calibrated model has a record on the target, a window whose targets it expects no
+allowed configuration to meet ends in phase Exhausted at once, without another trial: the
+Progressing condition says TargetsUnreachable, with the best reachable figures and the advice
+(issue 12, item 6). Recommend mode publishes no recommendation and keeps observing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tests.unit.rollout.test_rollout_phases import SETTLE, WINDOW, Run, facts, r
 from tests.unit.rollout.test_rollout_refines_for_margin_once_targets_are_met import UNCHUNKED
 
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.api.status import Phase
+from latency_tuner.api.status import Phase, Prediction, Trial, Verdict
 from latency_tuner.core.rollout import Decision, Reason
 
 ONLY_SEQS = {
@@ -30,6 +30,27 @@ def itl_target(threshold: str, **fields: Any) -> LatencyTargetSpec:
     )
 
 
+def with_a_record(run: Run) -> Run:
+    """An earlier trial (another knob, reverted) whose two forecasts missed by 10 points."""
+    forecasts = [
+        Prediction(objective=o, basis="model", expected_change=-0.3, measured_change=-0.2,
+                   error=0.1)
+        for o in ("itl", "ttft")
+    ]  # fmt: skip
+    earlier = Trial(
+        id=1,
+        knob="maxNumSeqs",
+        from_value=None,
+        to_value="512",
+        started_at="2026-12-02T09:00:00Z",
+        finished_at="2026-12-02T09:05:00Z",
+        verdict=Verdict.REVERT,
+        predictions=forecasts,
+    )
+    run.status = run.status.model_copy(update={"trials": [earlier], "trial_count": 1})
+    return run
+
+
 def observed(run: Run) -> Decision:
     """Two rounds a window apart on a window with ITL p99 at 136 ms (prefills stall decodes)."""
     current = prefill_stalls(window_seconds=WINDOW, requests=180)
@@ -38,11 +59,11 @@ def observed(run: Run) -> Decision:
 
 
 def test_targets_the_model_expects_unreachable_end_exhausted_without_a_trial() -> None:
-    run = Run(spec=itl_target("30ms"))
+    run = with_a_record(Run(spec=itl_target("30ms")))
     d = observed(run)
     assert run.phase() is Phase.EXHAUSTED
     assert run.status.current_trial is None
-    assert run.status.trial_count == 0
+    assert run.status.trial_count == 1
     status, reason, message = run.condition("Progressing")[:3]
     assert (status, reason) == ("False", "TargetsUnreachable")
     assert message.startswith("the calibrated model expects none of the 7 configurations")
@@ -53,7 +74,7 @@ def test_targets_the_model_expects_unreachable_end_exhausted_without_a_trial() -
 def test_targets_within_twice_the_measured_latency_are_given_up_on_only_the_old_way() -> None:
     # 136 ms against 100 ms: within the model's error of every configuration. The planner
     # gives up the old way, having no candidate for the stall (PrefillInterference).
-    run = Run(spec=itl_target("100ms"))
+    run = with_a_record(Run(spec=itl_target("100ms")))
     observed(run)
     assert run.phase() is Phase.EXHAUSTED
     status, reason, message = run.condition("Progressing")[:3]
@@ -61,8 +82,16 @@ def test_targets_within_twice_the_measured_latency_are_given_up_on_only_the_old_
     assert message.startswith("no knob the spec allows can help with PrefillInterference")
 
 
+def test_without_a_record_the_same_window_is_not_called_unreachable() -> None:
+    # No knob here acts on the stall, so the planner gives up all the same, the old way.
+    run = Run(spec=itl_target("30ms"))
+    observed(run)
+    assert run.phase() is Phase.EXHAUSTED
+    assert run.condition("Progressing")[:2] == ("False", "Exhausted")
+
+
 def test_recommend_mode_says_so_and_keeps_observing() -> None:
-    run = Run(spec=itl_target("30ms", mode="Recommend"))
+    run = with_a_record(Run(spec=itl_target("30ms", mode="Recommend")))
     observed(run)
     assert run.phase() is Phase.OBSERVING
     assert run.status.recommendation is None
