@@ -199,9 +199,10 @@ def plan(
     else:
         ranking, cv = _rank(diagnosis.causes, diagnosis.findings, observation, config, knobs,
                             hardware)  # fmt: skip
+    error = model_error(history)
     forecasts = (
         None
-        if _distrusted(model_error(history))
+        if _distrusted(error)
         else _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
     )
     # The model has no preemption in it: under KV-cache pressure a server's latencies hold what
@@ -209,7 +210,7 @@ def plan(
     pressure = any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in diagnosis.causes)
     # Only on the model's record: a first window says nothing of how far this server's knob
     # effects stray from the published ranges the model is built on.
-    if forecasts is not None and not pressure and model_error(history) is not None:
+    if forecasts is not None and not pressure and error is not None:
         case = reach.unreachable(
             observation,
             forecasts.score,
