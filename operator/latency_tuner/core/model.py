@@ -239,8 +239,9 @@ def forecast(
 ) -> Forecast | None:
     """What ``candidate`` is expected to do to the means ``calibration`` measured on
     ``running``; None when the calibration is not to be trusted. With ``queue`` False, TTFT
-    and e2e leave the candidate's queue out: a floor no scheduling can beat, free of the
-    queueing model's error (its M/M/1 reading of one window)."""
+    and e2e leave out the candidate's queue and the rest of TTFT the window measured beyond
+    its queue and prefill: the engine's own floor, free of the queueing model's error (its
+    M/M/1 reading of one window) and of a queue-time histogram that lags a growing queue."""
     if not calibration.trusted:
         return None
     load = calibration.load
@@ -268,7 +269,7 @@ def forecast(
         itl = _change(stages.itl, calibration.itl)
     if hit is None:
         return Forecast(ttft=None, itl=itl, e2e=None, saturated=busy >= 1.0)
-    ttft = calibration.overhead + (wait if queue else 0.0) + stages.prefill
+    ttft = (calibration.overhead + wait if queue else 0.0) + stages.prefill
     e2e = ttft + max(load.output - 1.0, 0.0) * stages.itl
     return Forecast(
         ttft=_change(ttft, calibration.ttft),

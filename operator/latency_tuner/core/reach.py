@@ -3,11 +3,13 @@ configuration in it can meet the targets at all.
 
 Every configuration the spec allows from the running one (``core.space``) is forecast by the
 model calibrated on the window (``core.model``); each objective's expected ratio to its target
-is its measured ratio times the forecast change. TTFT and e2e are forecast without the queue:
-what the prefill, the decode and the serving overhead take at the least. The queue is what the
-model reads least well (one window's M/M/1, bursts, closed loops), and replicas, not knobs,
-are its usual fix: targets missed only by queueing are never called unreachable. Nor is
-anything on a saturated window, whose latencies are only lower bounds of a growing backlog.
+is its measured ratio times the forecast change. TTFT and e2e are forecast as the engine's
+floor: the prefill and the decode, without the queue and without the rest of TTFT the window
+measured beside them. The queue is what the model reads least well (one window's M/M/1,
+bursts, closed loops; a queue-time histogram lags a growing queue, so that "rest" can hold
+queueing too), and replicas, not knobs, are its usual fix: targets missed only by queueing are
+never called unreachable. Nor is anything on a saturated window, whose latencies are only
+lower bounds of a growing backlog.
 
 The targets are *unreachable* when every configuration either would be refused at start (the
 performance model's StartupError, which mirrors vLLM's checks: memory, heads over TP, FP8 on an
