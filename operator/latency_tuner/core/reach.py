@@ -115,7 +115,8 @@ class Unreachable:
         best = self.best.describe() if self.best is not None else "none would start"
         return (
             f"the calibrated model expects none of the {self.configurations} configurations the "
-            f"spec allows to meet the targets; at best {best}"
+            f"spec allows to meet the targets, even on the engine's time alone (no queue); at "
+            f"best {best}"
         )
 
 
