@@ -251,6 +251,7 @@ def _report(args: argparse.Namespace) -> int:
         runs = f"{meta['scenarios']} scenarios, {meta['jobs']} runs"
         print(f"{meta['command']}  ({meta['date']}; {runs}, {meta['seconds']:.0f} s on "
               f"{meta['processes']} processes)")  # fmt: skip
+    results = report.merge(results)  # arms run apart (operator, searches) compare run by run
     if args.common:
         worlds = {r.world for r in results}
         keep = {n for n in {r.scenario for r in results}

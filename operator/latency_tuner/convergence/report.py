@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -303,6 +303,22 @@ def load_json(path: Path) -> tuple[list[JobResult], dict[str, Any]]:
                   "by_class": by_class}  # fmt: skip
         results.append(JobResult(**fields))
     return results, body["meta"]
+
+
+def merge(results: Sequence[JobResult]) -> list[JobResult]:
+    """One result per (scenario, world, seed): methods run in separate arms (the searches in
+    one run, the operator in another) share a job when their oracles agree (the same space,
+    feasibility and reference objective), so every method is compared on the same runs. Jobs
+    whose oracles differ (the simulator changed between the arms) stay apart."""
+    merged: dict[tuple[object, ...], JobResult] = {}
+    for r in results:
+        key = (r.scenario, r.world, r.seed, r.space, r.feasible, r.best_objective)
+        known = merged.get(key)
+        if known is None or set(known.outcomes) & set(r.outcomes):
+            merged[key if known is None else (*key, len(merged))] = r
+        else:
+            merged[key] = replace(known, outcomes={**known.outcomes, **r.outcomes})
+    return list(merged.values())
 
 
 def _inf(value: float | None) -> float:

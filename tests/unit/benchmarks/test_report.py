@@ -10,6 +10,7 @@ import pytest
 
 from latency_tuner.convergence.report import (
     load_json,
+    merge,
     method_stats,
     percentile,
     predictions,
@@ -154,3 +155,23 @@ def test_model_and_prior_predictions_are_summed_up_apart() -> None:
 
 def test_a_run_without_predictions_prints_no_prediction_table() -> None:
     assert predictions(RESULTS, ["operator", "grid"]) == ""
+
+
+def test_arms_run_apart_compare_run_by_run_once_merged() -> None:
+    operator_arm = [job(r.scenario, r.feasible, r.outcomes["operator"]) for r in RESULTS]
+    search_arm = [job(r.scenario, r.feasible, r.outcomes["grid"]) for r in RESULTS]
+    apart = [*operator_arm, *search_arm]
+    assert method_stats(apart, "grid", "all", budget=12).ratio_to_operator is None
+    merged = merge(apart)
+    assert len(merged) == len(RESULTS)
+    grid = method_stats(merged, "grid", "all", budget=12)
+    assert grid.ratio_to_operator == pytest.approx((6 + 12 + 3) / (1 + 2 + 12))
+
+
+def test_runs_whose_oracles_disagree_are_not_merged() -> None:
+    # The simulator changed between the arms: the same scenario's space is another one.
+    operator_arm = job("a", True, outcome("operator", True, 1), space=4)
+    search_arm = job("a", True, outcome("grid", True, 6), space=6)
+    again = job("a", True, outcome("operator", True, 2), space=4)  # the same method twice
+    assert len(merge([operator_arm, search_arm])) == 2
+    assert len(merge([operator_arm, again])) == 2
