@@ -311,14 +311,17 @@ def merge(results: Sequence[JobResult]) -> list[JobResult]:
     feasibility and reference objective), so every method is compared on the same runs. Jobs
     whose oracles differ (the simulator changed between the arms) stay apart."""
     merged: dict[tuple[object, ...], JobResult] = {}
+    apart: list[JobResult] = []  # a method run twice on the same job: both runs stay
     for r in results:
         key = (r.scenario, r.world, r.seed, r.space, r.feasible, r.best_objective)
         known = merged.get(key)
-        if known is None or set(known.outcomes) & set(r.outcomes):
-            merged[key if known is None else (*key, len(merged))] = r
+        if known is None:
+            merged[key] = r
+        elif set(known.outcomes) & set(r.outcomes):
+            apart.append(r)
         else:
             merged[key] = replace(known, outcomes={**known.outcomes, **r.outcomes})
-    return list(merged.values())
+    return [*merged.values(), *apart]
 
 
 def _inf(value: float | None) -> float:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.score import ObjectiveName
+from latency_tuner.core.score import ObjectiveName, ObjectiveScore
 from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
 from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
@@ -46,7 +46,6 @@ __all__ = [
     "Forecast",
     "calibrate",
     "engine_config",
-    "engine_or_refusal",
     "forecast",
     "forecast_change",
 ]
@@ -79,6 +78,12 @@ class Forecast:
     def change(self, objective: ObjectiveName) -> float | None:
         value: float | None = getattr(self, objective)
         return value
+
+    def ratio(self, objective: ObjectiveScore) -> float | None:
+        """The objective's expected ratio to its threshold: its measured ratio times the
+        forecast change of its latency; None where either is unknown."""
+        change, ratio = self.change(objective.name), objective.ratio
+        return None if ratio is None or change is None else ratio * (1.0 + change)
 
 
 @dataclass(frozen=True)
@@ -156,23 +161,12 @@ def engine_config(
     """The engine ``cl`` starts on ``gpus`` GPUs of the deployment's kind, or None when the
     model, the GPU or the command line is one the performance model does not know or vLLM
     would refuse."""
-    found = engine_or_refusal(cl, gpus, hardware)
-    return found if isinstance(found, EngineConfig) else None
-
-
-def engine_or_refusal(
-    cl: VllmCommandLine, gpus: int | None, hardware: HardwareInfo
-) -> EngineConfig | StartupError | None:
-    """As ``engine_config``, but telling a command line vLLM would refuse (its StartupError:
-    it cannot serve at all) from one the model does not know (None: it cannot say)."""
     if hardware.gpu_product is None:
         return None
     tp, pp = (parse_int(cl.get(f"{kind}-parallel-size")) or 1 for kind in ("tensor", "pipeline"))
     try:
         return build_engine_config(cl, gpu=hardware.gpu_product, num_gpus=gpus or max(tp * pp, 1))
-    except StartupError as refused:
-        return refused
-    except ValueError:  # an unknown model or GPU
+    except (StartupError, ValueError):  # unknown model or GPU (ValueErrors) or refused
         return None
 
 
@@ -269,7 +263,7 @@ def forecast(
         itl = _change(stages.itl, calibration.itl)
     if hit is None:
         return Forecast(ttft=None, itl=itl, e2e=None, saturated=busy >= 1.0)
-    ttft = (calibration.overhead + wait if queue else 0.0) + stages.prefill
+    ttft = stages.prefill + (calibration.overhead + wait if queue else 0.0)
     e2e = ttft + max(load.output - 1.0, 0.0) * stages.itl
     return Forecast(
         ttft=_change(ttft, calibration.ttft),

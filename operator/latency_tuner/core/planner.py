@@ -47,8 +47,7 @@ Before any of that, when the calibrated model expects no configuration the spec 
 meet the targets (every one at least twice over some target; ``core.reach``) and it has a
 record on the target within the error it trusts, ``plan`` says so as
 ``Exhausted(unreachable=True)`` with the best reachable figures and, where one would do, a
-faster GPU the model expects to meet them, instead of trialling on (item 6 of issue 12). Not
-under KV-cache pressure: the model has no preemption in it.
+faster GPU the model expects to meet them, instead of trialling on (item 6 of issue 12).
 
 The model is trusted as far as its record on this target goes: once the median absolute error
 of its latest forecasts passes ``MODEL_DISTRUST``, neither ``plan`` nor ``refine`` acts on it
@@ -68,7 +67,7 @@ from latency_tuner.core import candidates, model, reach
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis, margins
-from latency_tuner.core.evidence import Bottleneck, Cause, Finding
+from latency_tuner.core.evidence import Cause, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
@@ -205,14 +204,12 @@ def plan(
         if _distrusted(error)
         else _Forecasts.of(diagnosis.score, observation, config, cv, knobs, hardware)
     )
-    # The model has no preemption in it: under KV-cache pressure a server's latencies hold what
-    # a configuration with more KV room would not pay, so nothing is called unreachable there.
-    pressure = any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in diagnosis.causes)
     # Only on the model's record: a first window says nothing of how far this server's knob
     # effects stray from the published ranges the model is built on.
-    if forecasts is not None and not pressure and error is not None:
+    if forecasts is not None and error is not None:
         case = reach.unreachable(
             observation,
+            diagnosis.causes,
             forecasts.score,
             forecasts.calibration,
             forecasts.running,
@@ -408,12 +405,10 @@ class _Forecasts:
         if found is None:
             return None
         _, forecast = found
-        out: dict[ObjectiveName, float | None] = {}
-        for objective in self.score.objectives:
-            change = forecast.change(objective.name) if forecast is not None else None
-            ratio = objective.ratio
-            out[objective.name] = None if ratio is None or change is None else ratio * (1 + change)
-        return out
+        return {
+            o.name: forecast.ratio(o) if forecast is not None else None
+            for o in self.score.objectives
+        }
 
     def expected(self, candidate: Candidate) -> list[float] | None:
         """Each objective's expected ratio to its threshold after the candidate: the model's

@@ -11,16 +11,16 @@ queueing too), and replicas, not knobs, are its usual fix: targets missed only b
 never called unreachable. Nor is anything on a saturated window, whose latencies are only
 lower bounds of a growing backlog.
 
-The targets are *unreachable* when every configuration either would be refused at start (the
-performance model's StartupError, which mirrors vLLM's checks: memory, heads over TP, FP8 on an
-old GPU, a speculative method or a quantized checkpoint it does not know) or is expected to
-miss some target by ``UNREACHABLE_FACTOR`` or more: a margin no forecast error the planner
-still trusts (``planner.MODEL_DISTRUST``) could close. A configuration the model cannot
-forecast (an unknown checkpoint, TTFT before a prefix cache's hit rate is known) might meet,
-so any such configuration keeps the targets "within reach as far as the model knows"; so does
-a prefix cache turned on, whose hits would shorten the prefills that stall decodes too. Nor is
-anything where the window's ITL tail is not what the model's steps make of it (its quantile
-factor beyond ``model.TRUSTED_FACTOR``): something the model does not describe sets that tail.
+The targets are *unreachable* when every configuration is expected to miss some target by
+``UNREACHABLE_FACTOR`` or more: a margin no forecast error the planner still trusts
+(``planner.MODEL_DISTRUST``) could close. A configuration the model cannot forecast might meet,
+so any such configuration keeps the targets "within reach as far as the model knows": one it
+cannot build (an unknown checkpoint or speculative method, or one its copy of vLLM's checks
+refuses, which a newer vLLM might not), and one that turns a prefix cache on (the share of the
+prompts it finds is unknown until it is on, and with it the prefills that stall decodes as
+much as TTFT). Nothing is judged where the model does not describe the window: under KV-cache
+pressure (it has no preemption in it), or where the window's ITL tail is not what the model's
+steps make of it (its quantile factor beyond ``model.TRUSTED_FACTOR``).
 
 The caller asks only once the model has a record on the target within the error it trusts
 (a trial measured what it forecast): a first window says nothing of how far this server's knob
@@ -46,10 +46,11 @@ from latency_tuner.api.spec import Knobs
 from latency_tuner.core import model, saturation
 from latency_tuner.core import space as allowed
 from latency_tuner.core.config_view import view
+from latency_tuner.core.evidence import Bottleneck, Cause
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds
-from latency_tuner.perf.config import EngineConfig, StartupError
+from latency_tuner.perf.config import EngineConfig
 from latency_tuner.vllm.args import VllmCommandLine
 
 # Every configuration must be expected this far over some target (twice it) before the targets
@@ -107,21 +108,21 @@ class Expected:
 class Unreachable:
     """The model's case that no allowed configuration meets the targets."""
 
-    configurations: int  # forecast (refused ones included)
-    best: Expected | None  # the lowest expected violation; None when every one is refused
+    configurations: int  # forecast
+    best: Expected  # the lowest expected violation
     elsewhere: tuple[str, ...] = ()  # "on H200 GPUs the model expects ...": advice
 
     def describe(self) -> str:
-        best = self.best.describe() if self.best is not None else "none would start"
         return (
             f"the calibrated model expects none of the {self.configurations} configurations the "
             f"spec allows to meet the targets, even on the engine's time alone (no queue); at "
-            f"best {best}"
+            f"best {self.best.describe()}"
         )
 
 
 def unreachable(
     observation: Observation,
+    causes: Sequence[Cause],
     score: Score,
     calibration: model.Calibration,
     running: EngineConfig,
@@ -133,9 +134,12 @@ def unreachable(
     model calibrated on the window forecasts them; None when one may (as far as the model
     knows) or the space cannot be judged (larger than ``MAX_FORECASTS``, or not one the
     operator can describe). Call it only where the model has a record on this target within
-    the error the planner trusts (``planner.model_error``)."""
+    the error the planner trusts (``planner.model_error``); ``causes`` are the window's
+    diagnosed causes."""
     if saturation.saturated(observation):
         return None
+    if any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in causes):
+        return None  # preemptions: what more KV room would save is beyond the model
     tail = calibration.itl_quantile_factor
     if not 1 / model.TRUSTED_FACTOR <= tail <= model.TRUSTED_FACTOR:
         # The window's ITL tail is not what the model's steps make of it: something the model
@@ -146,15 +150,15 @@ def unreachable(
     gpus = view(config, hardware).tensor_parallel_size
     try:
         dims = allowed.dimensions(knobs, config, hardware, gpus)
-    except (allowed.SpaceError, ValueError):
+    except ValueError:  # SpaceError among them
         return None
     if allowed.size(dims) > MAX_FORECASTS:
         return None
     points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
     running_values = {d.knob: d.start for d in dims}
-    forecasts: list[Expected | None] = []
+    forecasts: list[Expected] = []
     for expected in _forecast_all(points, running_values, score, calibration, running, hardware):
-        if expected is not None and not expected.misses:
+        if not expected.misses:
             return None  # within reach: stop forecasting
         forecasts.append(expected)
     elsewhere: list[str] = []
@@ -165,9 +169,10 @@ def unreachable(
             break
         budget -= len(points)
         other = HardwareInfo(gpu.name, hardware.interconnect, hardware.gpus_per_node)
-        there = _best(_forecast_all(points, running_values, score, calibration, running, other))
-        if there is not None and there.meets:
-            elsewhere.append(f"on {gpu.name} GPUs the model expects {there.describe()}")
+        there = _forecast_all(points, running_values, score, calibration, running, other)
+        meeting = [e for e in there if e.meets]
+        if meeting:
+            elsewhere.append(f"on {gpu.name} GPUs the model expects {_best(meeting).describe()}")
             break
     return Unreachable(len(points), _best(forecasts), tuple(elsewhere))
 
@@ -179,23 +184,17 @@ def _forecast_all(
     calibration: model.Calibration,
     running: EngineConfig,
     hardware: HardwareInfo,
-) -> Iterator[Expected | None]:
-    """Each point's forecast, one at a time; None for one vLLM would refuse."""
+) -> Iterator[Expected]:
+    """Each point's forecast, one at a time (every ratio None where the model cannot say)."""
     for values, setting in points:
-        engine = model.engine_or_refusal(setting.cl, None, hardware)
-        if isinstance(engine, StartupError):
-            yield None
-            continue
+        engine = model.engine_config(setting.cl, None, hardware)
         forecast = (
             None if engine is None else model.forecast(calibration, running, engine, queue=False)
         )
         if forecast is not None and forecast.ttft is None:
-            # A prefix cache turned on: the share of prompts it will find is unknown, and with
-            # it the prefills that stall decodes (ITL) as much as TTFT.
-            forecast = None
+            forecast = None  # a prefix cache turned on: its hits shorten the stalls too
         ratios = tuple(
-            (o, _ratio(o, forecast.change(o.name) if forecast is not None else None))
-            for o in score.objectives
+            (o, forecast.ratio(o) if forecast is not None else None) for o in score.objectives
         )
         changed = tuple((k, v) for k, v in values if running_values.get(k) != v)
         yield Expected(changed, setting.gpus, ratios)
@@ -206,15 +205,7 @@ def _approx(seconds: float) -> float:
     return float(f"{seconds:.2g}")
 
 
-def _ratio(objective: ObjectiveScore, change: float | None) -> float | None:
-    ratio = objective.ratio
-    return None if ratio is None or change is None else ratio * (1.0 + change)
-
-
-def _best(forecasts: Iterable[Expected | None]) -> Expected | None:
-    known = [e for e in forecasts if e is not None]
-    return min(
-        known,
-        key=lambda e: (e.violation, sum(r is None for _, r in e.ratios), e.gpus),
-        default=None,
-    )
+def _best(forecasts: Iterable[Expected]) -> Expected:
+    """The lowest expected violation; fewer unknowns, then fewer GPUs, among equals (the space
+    is never empty: the running configuration is in it)."""
+    return min(forecasts, key=lambda e: (e.violation, sum(r is None for _, r in e.ratios), e.gpus))

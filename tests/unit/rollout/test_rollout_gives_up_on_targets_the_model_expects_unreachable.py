@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.core.builders import prefill_stalls
-from tests.unit.rollout.test_rollout_phases import SETTLE, WINDOW, Run, facts, reasons, spec
-from tests.unit.rollout.test_rollout_refines_for_margin_once_targets_are_met import UNCHUNKED
+from tests.unit.rollout.test_rollout_phases import Run, reasons, spec
+from tests.unit.rollout.test_rollout_refines_for_margin_once_targets_are_met import (
+    after_a_reverted_trial,
+    observed,  # two rounds a window apart, ITL p99 at 136 ms (prefills stall decodes)
+)
 
 from latency_tuner.api.spec import LatencyTargetSpec
-from latency_tuner.api.status import Phase, Prediction, Trial, Verdict
-from latency_tuner.core.rollout import Decision, Reason
+from latency_tuner.api.status import Phase, Prediction
+from latency_tuner.core.rollout import Reason
 
 ONLY_SEQS = {
     "maxNumSeqs": {"min": 8, "max": 256},
@@ -37,25 +39,7 @@ def with_a_record(run: Run) -> Run:
                    error=0.1)
         for o in ("itl", "ttft")
     ]  # fmt: skip
-    earlier = Trial(
-        id=1,
-        knob="maxNumSeqs",
-        from_value=None,
-        to_value="512",
-        started_at="2026-12-02T09:00:00Z",
-        finished_at="2026-12-02T09:05:00Z",
-        verdict=Verdict.REVERT,
-        predictions=forecasts,
-    )
-    run.status = run.status.model_copy(update={"trials": [earlier], "trial_count": 1})
-    return run
-
-
-def observed(run: Run) -> Decision:
-    """Two rounds a window apart on a window with ITL p99 at 136 ms (prefills stall decodes)."""
-    current = prefill_stalls(window_seconds=WINDOW, requests=180)
-    run.step(facts(UNCHUNKED, current=current))
-    return run.later(SETTLE + WINDOW).step(facts(UNCHUNKED, current=current))
+    return after_a_reverted_trial(run, predictions=forecasts)
 
 
 def test_targets_the_model_expects_unreachable_end_exhausted_without_a_trial() -> None:

@@ -36,7 +36,8 @@ def itl_target(**fields: Any) -> LatencyTargetSpec:
 
 
 def observed(run: Run) -> Decision:
-    """Two rounds a window apart, on a window that meets ITL p99 150 ms at 136 ms."""
+    """Two rounds a window apart on the same window: ITL p99 136 ms, prefills stalling the
+    decodes (``builders.prefill_stalls``)."""
     current = prefill_stalls(window_seconds=WINDOW, requests=180)
     run.step(facts(UNCHUNKED, current=current))
     return run.later(SETTLE + WINDOW).step(facts(UNCHUNKED, current=current))
@@ -63,8 +64,8 @@ def test_recommend_mode_converges_without_refining() -> None:
     assert run.status.current_trial is None
 
 
-def test_a_refinement_that_was_not_kept_ends_refining() -> None:
-    run = Run(spec=itl_target())
+def after_a_reverted_trial(run: Run, **fields: Any) -> Run:
+    """``run`` with one earlier trial of max-num-seqs -> 512, reverted (``fields`` added)."""
     reverted = Trial(
         id=1,
         knob="maxNumSeqs",
@@ -73,9 +74,14 @@ def test_a_refinement_that_was_not_kept_ends_refining() -> None:
         started_at="2026-12-02T09:00:00Z",
         finished_at="2026-12-02T09:05:00Z",
         verdict=Verdict.REVERT,
-        refinement=True,
+        **fields,
     )
     run.status = run.status.model_copy(update={"trials": [reverted], "trial_count": 1})
+    return run
+
+
+def test_a_refinement_that_was_not_kept_ends_refining() -> None:
+    run = after_a_reverted_trial(Run(spec=itl_target()), refinement=True)
     observed(run)
     assert run.phase() is Phase.CONVERGED
 

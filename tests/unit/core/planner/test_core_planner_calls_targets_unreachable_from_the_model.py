@@ -71,12 +71,28 @@ def test_a_stall_no_allowed_knob_can_shorten_is_unreachable_at_the_best_reachabl
 
 
 def test_the_same_stall_is_within_reach_once_chunked_prefill_is_allowed() -> None:
-    spec = ONLY_SEQS.model_copy(
-        update={"chunked_prefill": True, "max_num_batched_tokens": knobs(
-            max_num_batched_tokens={"min": 256, "max": 8192}).max_num_batched_tokens}
-    )  # fmt: skip
+    spec = knobs(
+        max_num_seqs={"min": 8, "max": 256},
+        max_num_batched_tokens={"min": 256, "max": 8192},
+        prefix_caching=False,
+        chunked_prefill=True,
+        gpu_memory_utilization=None,
+    )
     outcome = _plan(objectives(itl="30ms", percentile=99), spec)
     assert isinstance(outcome, Change)
+
+
+def test_a_configuration_the_model_cannot_build_keeps_the_targets_within_reach() -> None:
+    # A speculative method the performance model does not know: a newer vLLM may serve it,
+    # and what it would do to the stall nobody here can say.
+    spec = ONLY_SEQS.model_copy(update={"speculative_decoding": knobs(
+        speculative_decoding={"configs": [{"method": "brand-new", "num_speculative_tokens": 3}]}
+    ).speculative_decoding})  # fmt: skip
+    without = _plan(objectives(itl="30ms", percentile=99))
+    assert isinstance(without, Exhausted)
+    assert without.unreachable
+    outcome = _plan(objectives(itl="30ms", percentile=99), spec)
+    assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
 
 
 def test_a_miss_of_less_than_twice_the_target_is_never_called_unreachable() -> None:
