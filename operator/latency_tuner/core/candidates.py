@@ -54,6 +54,7 @@ class Candidate:
     variant: QuantizationVariant | None = None
     # Per objective it was pulled for, the prior gain there (merged candidates keep each).
     expected: tuple[tuple[ObjectiveName, float], ...] = ()
+    farther: tuple[str, ...] = ()  # the knob's rungs beyond to_value the same way (Option)
 
     @property
     def fixes_finding(self) -> bool:
@@ -110,6 +111,7 @@ def rank(
                         finding=_FINDING_OF.get(pull.knob),
                         variant=option.variant,
                         expected=((cause.objective, option.gain),),
+                        farther=option.farther,
                     )
                 )
     merged = _merge(_settle_conflicts(found, causes))

@@ -18,6 +18,14 @@ measured queue time rather than from the arrival rate (closed-loop clients keep 
 "busy" without a queue); a candidate's utilisation scales with its service time at the same
 arrivals, and at or beyond saturation the queue grows over the window.
 
+A queue of requests waiting for a slot that does not grow (the window is not saturated) is
+also read as the requests the clients keep in flight: a closed loop holds its requests in the
+system whatever the server does, so with more slots fewer of them wait, and each waits for the
+slots to turn over (Little's law: waiting / throughput, the throughput being the slots over
+the time a request holds one). A candidate's queue is the larger of the two readings, each
+scaled to what the window measured. M/M/1 alone would forecast a server with twice the slots
+nearly queue-free when 64 clients wait on 8 slots, where 16 still leave 48 waiting.
+
 Forecasts are relative changes of the means; the trial applies them to the objectives'
 percentiles. There is no forecast (None) where the model does not describe the deployment:
 an unknown model or GPU, a command line vLLM would refuse, a stage the window did not
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
+from latency_tuner.core.saturation import saturated
 from latency_tuner.core.score import ObjectiveName, ObjectiveScore
 from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
 from latency_tuner.perf.cost import CostModel
@@ -62,6 +71,9 @@ MAX_PREFILL_STEPS = 256  # prefill chunks timed one by one; longer prompts are s
 # Requests timed per decode step at most: a command line or a gauge can claim any number, and a
 # forecast must stay cheap on the operator's loop whatever a tenant writes.
 MAX_BATCH = 4096
+# Requests waiting on average, per replica, before a steady queue is read as clients holding
+# their requests in flight (fewer is a queue M/M/1 describes as well).
+MIN_WAITING = 1.0
 
 
 @dataclass(frozen=True)
@@ -138,6 +150,11 @@ class Calibration:
     itl_percentile: int | None = None
     itl_quantile: float | None = None
     itl_quantile_factor: float = 1.0
+    # Requests waiting for a slot in a queue that did not grow (per replica; 0: none, or a
+    # growing one), the running slots they wait on, and the time a request holds one.
+    waiting: float = 0.0
+    held_slots: float = 0.0
+    slot_time: float = 0.0
 
     @property
     def trusted(self) -> bool:
@@ -208,6 +225,8 @@ def calibrate(
     utilisation = queue / (queue + service) if queue > 0 and service > 0 else 0.0
     quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
     modelled_quantile = calibrated.itl_at(itl_percentile) if itl_percentile is not None else 0.0
+    waiting = load.demand - load.batch
+    held = queue > 0 and waiting >= MIN_WAITING and not saturated(o)
     return Calibration(
         load=load,
         slots=calibrated.slots,
@@ -221,6 +240,9 @@ def calibrate(
         itl_percentile=itl_percentile if quantile else None,
         itl_quantile=quantile or None,
         itl_quantile_factor=quantile / modelled_quantile if quantile and modelled_quantile else 1.0,
+        waiting=waiting if held else 0.0,
+        held_slots=load.batch,
+        slot_time=_slot_time(calibrated, load),
     )
 
 
@@ -255,7 +277,7 @@ def forecast(
     stages = _scaled(_stages(cost, load, batch, hit or 0.0), itl_factor, prefill_factor)
     service, nominal = _bottleneck(stages, load)
     busy = calibration.queue_load * nominal
-    wait = _wait(busy, service, load.window)
+    wait = max(_wait(busy, service, load.window), _held_wait(calibration, stages))
     if calibration.itl_percentile is not None and calibration.itl_quantile is not None:
         quantile = stages.itl_at(calibration.itl_percentile) * calibration.itl_quantile_factor
         itl = _change(quantile, calibration.itl_quantile)
@@ -354,6 +376,26 @@ def _slots(config: EngineConfig, load: _Load) -> float:
     holds (vLLM admits a request only when its blocks fit)."""
     per_request = max(load.prompt + load.output, 1.0)
     return max(min(float(config.max_num_seqs), config.kv_cache_tokens / per_request), 1.0)
+
+
+def _slot_time(stages: _Stages, load: _Load) -> float:
+    """The time a request holds a slot: its prefill and its output tokens."""
+    return stages.prefill + load.output * stages.itl
+
+
+def _held_wait(calibration: Calibration, stages: _Stages) -> float:
+    """The queue time of the window's waiting requests on the candidate's slots (0 when the
+    window had no steady queue for slots): the requests in flight stay, those beyond the
+    candidate's slots wait, and a slot frees every slot time over the slots. Scaled to the
+    measured queue, and the slots to the requests the running configuration measured
+    running (the model's KV cache estimate may be off; the ratio of the slots is kept)."""
+    c = calibration
+    if c.waiting <= 0 or c.slot_time <= 0 or c.slots <= 0:
+        return 0.0
+    slots = stages.slots * c.held_slots / c.slots
+    waiting = max(c.load.demand - slots, 0.0)
+    turnover = _slot_time(stages, c.load) / slots
+    return c.queue * (waiting / c.waiting) * (turnover / (c.slot_time / c.held_slots))
 
 
 def _bottleneck(stages: _Stages, load: _Load) -> tuple[float, float]:

@@ -31,6 +31,12 @@ removes what history rules out:
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps").
 
+A numeric move may go several rungs at once (a knob lists the rungs beyond its first in
+``Candidate.farther``): when the calibrated model expects the first rung to leave the targets
+missed, the nearest farther rung it expects to meet them is tried instead, or the one it
+expects to leave clearly the least violation (``STEP_BACK_SCORE`` of the first's); never past a
+rung history rules out.
+
 Within the order of kinds (fixes of deployment problems, then safe, lossy, costly), the open
 candidates are ordered by the score the calibrated performance model (``core.model``) expects
 after each: every objective's observed ratio to its threshold times the forecast change of its
@@ -247,12 +253,23 @@ def plan(
     # A change whose pods waited for GPUs is retried, but after the others: the cluster may
     # have room by then, and the rest did not have to wait for it.
     open_.sort(key=lambda c: _failed_transiently(c, history))
+
+    def open_rung(candidate: Candidate) -> bool:
+        return (
+            _ruled_out(
+                candidate, history, incompatible, observation.load, load_tolerance, clearly_better
+            )
+            is None
+        )
+
     follow = _continuation(open_, history, config, hardware)
     if follow:
-        return _complete(_change(follow[0], config, cv, continuing=True), config, knobs)
+        chosen = _farther(follow[0], forecasts, open_rung)
+        return _complete(_change(chosen, config, cv, continuing=True), config, knobs)
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out)
-    return _complete(_change(open_[0], config, cv, continuing=False), config, knobs)
+    chosen = _farther(open_[0], forecasts, open_rung)
+    return _complete(_change(chosen, config, cv, continuing=False), config, knobs)
 
 
 def refine(
@@ -354,9 +371,10 @@ class _Forecasts:
     cv: ConfigView
     knobs: Knobs
     hardware: HardwareInfo
-    known: dict[int, tuple[EngineConfig, model.Forecast | None] | None] = field(
-        default_factory=dict
-    )
+    # By (knob, value, variant): what the candidate's change is, whatever object carries it.
+    known: dict[
+        tuple[str, str | None, str | None], tuple[EngineConfig, model.Forecast | None] | None
+    ] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -381,22 +399,27 @@ class _Forecasts:
     def after(self, candidate: Candidate) -> tuple[EngineConfig, model.Forecast | None] | None:
         """The candidate's engine and the model's forecast for it (None: no forecast); None
         when vLLM would refuse it (out of memory, TP over the heads)."""
-        if id(candidate) not in self.known:
+        key = (
+            candidate.knob.value,
+            candidate.to_value,
+            candidate.variant.name if candidate.variant is not None else None,
+        )
+        if key not in self.known:
             change = _complete(
                 _change(candidate, self.config, self.cv, continuing=False), self.config, self.knobs
             )
             try:
                 applied = apply(change, self.config)
             except ValueError:
-                self.known[id(candidate)] = None
+                self.known[key] = None
                 return None
             engine = model.engine_config(applied.command_line, applied.gpu_limit, self.hardware)
-            self.known[id(candidate)] = (
+            self.known[key] = (
                 None
                 if engine is None
                 else (engine, model.forecast(self.calibration, self.running, engine))
             )
-        return self.known[id(candidate)]
+        return self.known[key]
 
     def ratios(self, candidate: Candidate) -> dict[ObjectiveName, float | None] | None:
         """Per objective, the ratio to its threshold the model expects after the candidate
@@ -430,6 +453,43 @@ class _Forecasts:
         """The violation score (``_violation``) expected after the candidate."""
         expected = self.expected(candidate)
         return math.inf if expected is None else sum(max(r - 1.0, 0.0) for r in expected)
+
+
+def _farther(
+    candidate: Candidate, forecasts: _Forecasts | None, open_rung: Callable[[Candidate], bool]
+) -> Candidate:
+    """The candidate's move taken farther along its knob's ladder (``Candidate.farther``) when
+    the calibrated model expects its first rung to leave the targets missed: the nearest rung
+    it expects to meet them, else the one it expects to leave the least violation if that is
+    at most ``STEP_BACK_SCORE`` of the first rung's (beyond the model's typical error); never
+    past a rung history rules out. One rung a trial is the priors' pace: 64 clients queueing on
+    8 slots would otherwise take three rollouts to reach 64."""
+    if forecasts is None or not candidate.farther:
+        return candidate
+    first = forecasts.violation(candidate)
+    if first <= 0 or math.isinf(first):
+        return candidate
+    rungs = [replace(candidate, to_value=value, farther=()) for value in candidate.farther]
+    best, least = candidate, first
+    for rung in rungs:
+        if not open_rung(rung):
+            break
+        violation = forecasts.violation(rung)
+        if violation < least:
+            best, least = rung, violation
+        if violation <= 0:
+            break
+    if best is candidate or (least > 0 and least > first * STEP_BACK_SCORE):
+        return candidate
+    outcome = "to meet the targets" if least <= 0 else f"to leave less ({least:.2f})"
+    return replace(
+        best,
+        why=(
+            f"{candidate.why}; past {candidate.to_value}: the calibrated model expects "
+            f"{candidate.to_value} to leave the targets missed (violation {first:.2f}) and "
+            f"{best.to_value} {outcome}"
+        ),
+    )
 
 
 def _rank(

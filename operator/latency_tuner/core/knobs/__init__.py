@@ -25,6 +25,7 @@ from latency_tuner.core.knobs.base import (
     format_number,
     ladder_in,
     next_rung,
+    rungs_beyond,
     same_value,
 )
 from latency_tuner.core.knobs.chunked_prefill import CHUNKED_PREFILL_BUDGET
@@ -56,6 +57,7 @@ __all__ = [
     "ladder_in",
     "next_gpu_memory_utilization",
     "next_rung",
+    "rungs_beyond",
     "same_value",
     "variant_flags",
     "written_value",

@@ -93,6 +93,20 @@ def next_rung(rungs: Sequence[int], current: int, direction: int) -> int | None:
     return next((v for v in reversed(rungs) if v < current), None)
 
 
+def rungs_beyond(
+    ladder: Sequence[int], bounds: IntRange, step: int, direction: int, count: int
+) -> tuple[int, ...]:
+    """Up to ``count`` rungs of ``ladder`` within ``bounds`` beyond ``step`` in ``direction``,
+    nearest first."""
+    rungs = ladder_in(ladder, bounds)
+    beyond = (
+        [v for v in rungs if v > step]
+        if direction > 0
+        else [v for v in reversed(rungs) if v < step]
+    )
+    return tuple(beyond[:count])
+
+
 def boolean_written(cl: VllmCommandLine, flag: str) -> str | None:
     """A boolean flag as written: "true"/"false", None when absent; an unreadable value as is."""
     try:
@@ -184,6 +198,9 @@ class Option:
     gain: float
     variant: QuantizationVariant | None = None
     note: str = ""  # appended to the pull's why
+    # Rungs beyond ``to_value`` the same way, nearest first, that vLLM would accept: the
+    # planner jumps to one when the calibrated model expects the first rung to fall short.
+    farther: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

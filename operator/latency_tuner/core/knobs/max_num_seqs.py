@@ -2,8 +2,10 @@
 
 Raised, one rung of ``MAX_NUM_SEQS_LADDER`` at a time within the spec's bounds, when running
 requests reach it and requests queue; lowered under KV-cache pressure, so that fewer
-sequences share the KV blocks and fewer are preempted. vLLM refuses a value above
-max-num-batched-tokens, so a rung above the effective budget is not proposed. Pure.
+sequences share the KV blocks and fewer are preempted. The next ``FARTHER_RUNGS`` rungs the
+same way come with it, for the planner to jump to when the calibrated model expects one rung
+to leave the queue too long (64 clients on 8 slots need 64, not 16). vLLM refuses a value
+above max-num-batched-tokens, so a rung above the effective budget is not proposed. Pure.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from latency_tuner.core.knobs.base import (
     Pull,
     ladder_step,
     off_limits,
+    rungs_beyond,
 )
 
 MAX_NUM_SEQS_LADDER: tuple[int, ...] = tuple(2**i for i in range(4, 13))  # 16 .. 4096
+FARTHER_RUNGS = 3  # up to 8x (or 1/8) in one trial: the bound on a jump the model asks for
 
 
 class MaxNumSeqs(BaseKnob):
@@ -48,7 +52,8 @@ class MaxNumSeqs(BaseKnob):
         budget = ctx.view.max_num_batched_tokens
         if step > budget:
             return f"{self.name} {step} would exceed max-num-batched-tokens ({budget})"
-        return [Option(str(step), pull.gain)]
+        farther = rungs_beyond(MAX_NUM_SEQS_LADDER, bounds, step, pull.direction, FARTHER_RUNGS)
+        return [Option(str(step), pull.gain, farther=tuple(str(v) for v in farther if v <= budget))]
 
 
 KNOB = MaxNumSeqs()

@@ -1,4 +1,5 @@
-"""Numeric knobs move one rung at a time within the spec's bounds."""
+"""Numeric knobs move one rung at a time within the spec's bounds (and list the rungs beyond,
+for a jump the calibrated model asks for)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from latency_tuner.core.knobs import (
     ladder_in,
     next_gpu_memory_utilization,
     next_rung,
+    rungs_beyond,
 )
 
 
@@ -38,3 +40,11 @@ def test_gpu_memory_steps_up_by_three_points_and_stops_at_the_ceiling() -> None:
     assert next_gpu_memory_utilization(0.92, 0.95) == 0.95
     assert next_gpu_memory_utilization(0.95, 0.95) is None
     assert next_gpu_memory_utilization(0.97, 0.95) is None
+
+
+def test_the_rungs_beyond_a_step_stay_within_the_bounds_nearest_first() -> None:
+    bounds = IntRange(min=8, max=100)
+    assert rungs_beyond(MAX_NUM_SEQS_LADDER, bounds, 16, +1, 3) == (32, 64, 100)
+    assert rungs_beyond(MAX_NUM_SEQS_LADDER, bounds, 64, +1, 3) == (100,)
+    assert rungs_beyond(MAX_NUM_SEQS_LADDER, bounds, 32, -1, 3) == (16, 8)
+    assert rungs_beyond(MAX_NUM_SEQS_LADDER, bounds, 100, +1, 3) == ()

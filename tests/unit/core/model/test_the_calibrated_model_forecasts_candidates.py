@@ -234,3 +234,46 @@ def test_a_window_value_that_is_not_a_number_gets_no_calibration() -> None:
     for field in ("prompt_tokens_mean", "running_mean", "itl_mean"):
         window = window_of(running).model_copy(update={field: float("nan")})
         assert model.calibrate(window, running) is None, field
+
+
+def _closed_loop(config: EngineConfig, **overrides: Any) -> Observation:
+    """64 clients on 8 slots: 8 running, 56 waiting, a queue that does not grow."""
+    fields: dict[str, Any] = {"queue": 5.0, "running": 8, "waiting_mean": 56.0}
+    fields.update(overrides)
+    return window_of(config, **fields)
+
+
+def _ttft_after(window: Observation, running: EngineConfig, slots: int) -> float:
+    cl = command_line("--max-num-seqs", "8").with_value("max-num-seqs", str(slots))
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, engine(cl))
+    assert forecast is not None
+    assert forecast.ttft is not None
+    return forecast.ttft
+
+
+def test_a_steady_queue_for_slots_keeps_waiting_until_the_slots_hold_every_request() -> None:
+    """Clients that hold their requests in flight (a closed loop) keep 56 waiting on 8 slots:
+    16 slots still leave 48 waiting, each for half the turnover, so a queue remains; 64 hold
+    them all. (M/M/1 alone forecast 16 slots nearly queue-free.)"""
+    running = engine(command_line("--max-num-seqs", "8"))
+    window = _closed_loop(running)
+    ttft = {slots: _ttft_after(window, running, slots) for slots in (8, 16, 32, 64)}
+    assert ttft[8] == pytest.approx(0.0, abs=1e-6)
+    assert -0.75 < ttft[16] < -0.3
+    assert ttft[16] > ttft[32] > ttft[64]
+    assert ttft[64] < -0.9
+
+
+def test_a_growing_queue_is_not_read_as_clients_holding_their_requests() -> None:
+    """A saturated window (the backlog grew by 200 in the window) is an open loop falling
+    behind, not a fixed number of clients: its queue is the M/M/1 one, which more slots
+    shorten more than a closed loop's."""
+    running = engine(command_line("--max-num-seqs", "8"))
+    steady = _closed_loop(running)
+    growing = _closed_loop(running, waiting_delta=200.0, running_delta=0.0)
+    calibration = model.calibrate(growing, running)
+    assert calibration is not None
+    assert calibration.waiting == 0.0
+    assert _ttft_after(growing, running, 16) < _ttft_after(steady, running, 16)
