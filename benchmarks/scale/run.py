@@ -410,13 +410,10 @@ def _operator(
         shard_mode=shard_mode,
         pod_name=f"bench-shard-{shard}",
     )
+    # The operator's calls go by path (``adapters.kubernetes.client.Rest``): the kubernetes
+    # client's typed API classes, ~25 MiB that the baseline held from 2026-12-03 to 12-04, are
+    # never loaded, so the baseline is the imports alone again.
     imports_only = round(_memory_of("self")[0], 1)
-    # The kubernetes client loads its API classes on first use (in the operator's start-up
-    # handler): ~25 MiB that do not depend on the number of targets, so the baseline holds them.
-    import kubernetes.client
-
-    for api_class in ("AppsV1Api", "CoreV1Api", "CustomObjectsApi"):
-        getattr(kubernetes.client, api_class)
     stop, ready = threading.Event(), threading.Event()
     failures: list[BaseException] = []
 
@@ -717,8 +714,8 @@ def measure(n: int, options: argparse.Namespace, workdir: Path) -> dict[str, Any
             time.sleep(0.5)
             base_rss, _ = operator.memory()
             result["operator_baseline_rss_mib"] = round(base_rss, 1)
-            # Before the kubernetes client's API classes were loaded (the baseline's definition
-            # until 2026-12-03): "over baseline" against this adds their ~25 MiB per process.
+            # The same as the baseline since the operator stopped loading the kubernetes
+            # client's API classes; kept for the results of 2026-12-03 and -04 that preloaded them.
             result["operator_imports_only_rss_mib"] = round(
                 sum(h["imports_only_rss_mib"] for h in hellos), 1
             )

@@ -20,7 +20,8 @@ from typing import Any
 import kubernetes
 import urllib3
 
-from latency_tuner.adapters.kubernetes.client import NotFound, raw
+from latency_tuner.adapters.kubernetes.client import NotFound, Rest, namespaced
+from latency_tuner.adapters.kubernetes.deployments import deployment_path
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION
 from latency_tuner.cli._kube import NoCluster, cluster_client
 from latency_tuner.controller.errors import ClusterError
@@ -59,19 +60,17 @@ def fetch(
     client: Any, namespace: str, name: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
     """The LatencyTarget, its events and its Deployment (None when gone). Read only."""
-    custom = kubernetes.client.CustomObjectsApi(client)
-    target: dict[str, Any] = raw(
-        custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
-    )
-    core = kubernetes.client.CoreV1Api(client)
+    rest = Rest(client)
+    target: dict[str, Any] = rest("GET", namespaced(GROUP, VERSION, namespace, PLURAL, name))
     selector = f"involvedObject.kind=LatencyTarget,involvedObject.name={name}"
-    events = raw(core.list_namespaced_event, namespace, field_selector=selector)
+    events = rest(
+        "GET", namespaced("", "v1", namespace, "events"), query={"fieldSelector": selector}
+    )
     deployment_name = ((target.get("spec") or {}).get("targetRef") or {}).get("name")
     deployment = None
     if deployment_name:
-        apps = kubernetes.client.AppsV1Api(client)
         with contextlib.suppress(NotFound):  # a report of a target whose Deployment is gone
-            deployment = raw(apps.read_namespaced_deployment, deployment_name, namespace)
+            deployment = rest("GET", deployment_path(namespace, deployment_name))
     return target, list(events.get("items") or []), deployment
 
 

@@ -9,13 +9,17 @@ name but not this LatencyTarget as its controller is never touched.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-import kubernetes
-
-from latency_tuner.adapters.kubernetes.client import KubernetesError, NotFound, raw
-from latency_tuner.adapters.kubernetes.deployments import Deployments
+from latency_tuner.adapters.kubernetes.client import (
+    JSON_PATCH,
+    Calls,
+    KubernetesError,
+    NotFound,
+    Rest,
+    namespaced,
+)
+from latency_tuner.adapters.kubernetes.deployments import Deployments, deployment_path
 from latency_tuner.controller.deployment import DEFAULT_GPU_RESOURCE, DeploymentView
 from latency_tuner.controller.errors import NameTaken
 from latency_tuner.core.canary import Owner, canary_deployment, canary_name, is_canary_of
@@ -27,16 +31,21 @@ class CanaryNameTaken(KubernetesError, NameTaken):
 
 
 class Canaries:
-    def __init__(self, api_client: Any, deployments: Deployments | None = None) -> None:
-        self._apps = kubernetes.client.AppsV1Api(api_client)
+    def __init__(
+        self,
+        api_client: Any,
+        deployments: Deployments | None = None,
+        *,
+        calls: Calls | None = None,
+    ) -> None:
+        self._calls = calls or Calls("canaries", workers=2)
+        self._rest = Rest(api_client)
         self._deployments = deployments or Deployments(api_client)
 
     async def get(self, main: DeploymentView, owner: Owner) -> DeploymentView | None:
         name = canary_name(main.name, owner.name)
         try:
-            obj = await asyncio.to_thread(
-                raw, self._apps.read_namespaced_deployment, name, main.namespace
-            )
+            obj = await self._calls.run(self._rest, "GET", deployment_path(main.namespace, name))
         except NotFound:
             return None
         if not is_canary_of(obj, main.name, owner):
@@ -61,8 +70,11 @@ class Canaries:
         canary = await self.get(main, owner)
         if canary is None:
             body = canary_deployment(main.obj, owner)
-            obj = await asyncio.to_thread(
-                raw, self._apps.create_namespaced_deployment, main.namespace, body
+            obj = await self._calls.run(
+                self._rest,
+                "POST",
+                namespaced("apps", "v1", main.namespace, "deployments"),
+                body=body,
             )
             canary = DeploymentView(obj)
         current = canary.container_config(container, gpu_resource)
@@ -85,13 +97,12 @@ class Canaries:
             {**guard, "value": deployment.resource_version},
             {"op": "replace", "path": "/spec/replicas", "value": replicas},
         ]
-        obj = await asyncio.to_thread(
-            raw,
-            self._apps.patch_namespaced_deployment,
-            deployment.name,
-            deployment.namespace,
-            ops,
-            _content_type="application/json-patch+json",
+        obj = await self._calls.run(
+            self._rest,
+            "PATCH",
+            deployment_path(deployment.namespace, deployment.name),
+            body=ops,
+            content_type=JSON_PATCH,
         )
         return DeploymentView(obj)
 
@@ -101,12 +112,11 @@ class Canaries:
         if canary is None:
             return False
         try:
-            await asyncio.to_thread(
-                raw,
-                self._apps.delete_namespaced_deployment,
-                canary.name,
-                canary.namespace,
-                propagation_policy="Background",
+            await self._calls.run(
+                self._rest,
+                "DELETE",
+                deployment_path(canary.namespace, canary.name),
+                query={"propagationPolicy": "Background"},
             )
         except NotFound:
             return False

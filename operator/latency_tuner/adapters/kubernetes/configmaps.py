@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import kubernetes
-
-from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
+from latency_tuner.adapters.kubernetes.client import Calls, NotFound, Rest, namespaced
 from latency_tuner.core.quality.samples import (
     MAX_SAMPLES_BYTES,
     InvalidSamples,
@@ -28,13 +26,15 @@ from latency_tuner.core.quality.samples import (
 class ConfigMaps:
     def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
         self._calls = calls or Calls("configmaps", workers=1)
-        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._rest = Rest(api_client)
 
     async def read_key(self, *, namespace: str, name: str, key: str) -> str:
         """The value of ``key``; ``InvalidSamples`` when the ConfigMap is missing or does not
         opt in, when the key is missing or when the value is over ``MAX_SAMPLES_BYTES``."""
         try:
-            obj = await self._calls.run(raw, self._core.read_namespaced_config_map, name, namespace)
+            obj = await self._calls.run(
+                self._rest, "GET", namespaced("", "v1", namespace, "configmaps", name)
+            )
         except NotFound:
             raise InvalidSamples(not_lent_message(namespace, name)) from None
         return lent_value(obj, namespace=namespace, name=name, key=key)

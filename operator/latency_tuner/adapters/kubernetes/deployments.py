@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import kubernetes
-
-from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
+from latency_tuner.adapters.kubernetes.client import JSON_PATCH, Calls, NotFound, Rest, namespaced
 from latency_tuner.controller.attribution import FIELD_MANAGER, LEGACY_ANNOTATIONS
 from latency_tuner.controller.deployment import (
     DEFAULT_GPU_RESOURCE,
@@ -31,17 +29,21 @@ _STUCK = {
 }  # fmt: skip
 
 
+def deployment_path(namespace: str, name: str) -> str:
+    """The API path of a Deployment."""
+    return namespaced("apps", "v1", namespace, "deployments", name)
+
+
 class Deployments:
     """Deployment reads and guarded patches; blocking calls run in a thread."""
 
     def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
         self._calls = calls or Calls("deployments", workers=4)
-        self._apps = kubernetes.client.AppsV1Api(api_client)
-        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._rest = Rest(api_client)
 
     async def get(self, *, namespace: str, name: str) -> DeploymentView | None:
         try:
-            obj = await self._calls.run(raw, self._apps.read_namespaced_deployment, name, namespace)
+            obj = await self._calls.run(self._rest, "GET", deployment_path(namespace, name))
         except NotFound:
             return None
         return DeploymentView(obj)
@@ -52,7 +54,10 @@ class Deployments:
         # A canary's pods carry the main pods' labels: the main Deployment's own exclude them.
         selector = pod_selector(deployment.match_labels)
         listing = await self._calls.run(
-            raw, self._core.list_namespaced_pod, deployment.namespace, label_selector=selector
+            self._rest,
+            "GET",
+            namespaced("", "v1", deployment.namespace, "pods"),
+            query={"labelSelector": selector},
         )
         return tuple(
             pod_facts(p, container, gpu_resource)
@@ -89,13 +94,12 @@ class Deployments:
             ),
         ]
         obj = await self._calls.run(
-            raw,
-            self._apps.patch_namespaced_deployment,
-            deployment.name,
-            deployment.namespace,
-            ops,
-            field_manager=FIELD_MANAGER,
-            _content_type="application/json-patch+json",
+            self._rest,
+            "PATCH",
+            deployment_path(deployment.namespace, deployment.name),
+            query={"fieldManager": FIELD_MANAGER},
+            body=ops,
+            content_type=JSON_PATCH,
         )
         return DeploymentView(obj)
 

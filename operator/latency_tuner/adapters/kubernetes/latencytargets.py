@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import kubernetes
-
-from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
+from latency_tuner.adapters.kubernetes.client import MERGE_PATCH, Calls, NotFound, Rest, namespaced
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION
 from latency_tuner.api.status import LatencyTargetStatus
 
@@ -14,22 +12,21 @@ from latency_tuner.api.status import LatencyTargetStatus
 class LatencyTargets:
     def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
         self._calls = calls or Calls("latencytargets", workers=4)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self._rest = Rest(api_client)
 
     async def get(self, *, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as the API server holds it now, or None when it is gone."""
         try:
             obj: dict[str, Any] = await self._calls.run(
-                raw, self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-                name,
-            )  # fmt: skip
+                self._rest, "GET", namespaced(GROUP, VERSION, namespace, PLURAL, name)
+            )
         except NotFound:
             return None
         return obj
 
     async def list(self, *, namespace: str) -> list[dict[str, Any]]:
         listing = await self._calls.run(
-            raw, self._custom.list_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL
+            self._rest, "GET", namespaced(GROUP, VERSION, namespace, PLURAL)
         )
         items: list[dict[str, Any]] = listing.get("items", [])
         return items
@@ -41,15 +38,11 @@ class LatencyTargets:
         (a merge patch's way to delete them)."""
         body = {"status": status_document(status)}
         result: dict[str, Any] = await self._calls.run(
-            raw,
-            self._custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            body,
-            _content_type="application/merge-patch+json",
+            self._rest,
+            "PATCH",
+            namespaced(GROUP, VERSION, namespace, PLURAL, name, "status"),
+            body=body,
+            content_type=MERGE_PATCH,
         )
         return result
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import kubernetes
-
-from latency_tuner.adapters.kubernetes.client import Calls, NotFound, raw
+from latency_tuner.adapters.kubernetes.client import Calls, NotFound, Rest, path
 from latency_tuner.controller.ports import NodeGpu
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -19,14 +17,14 @@ INTERCONNECT_LABEL = "latencytuner.io/gpu-interconnect"
 class Nodes:
     def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
         self._calls = calls or Calls("nodes", workers=1)
-        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._rest = Rest(api_client)
 
     async def gpus(self, names: Iterable[str]) -> list[NodeGpu]:
         """GPU labels of the named nodes (missing nodes are skipped)."""
         out = []
         for name in sorted(set(names)):
             try:
-                node = await self._calls.run(raw, self._core.read_node, name)
+                node = await self._calls.run(self._rest, "GET", path("api", "v1", "nodes", name))
             except NotFound:
                 continue
             labels = node["metadata"].get("labels") or {}

@@ -5,19 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import kubernetes
-
-from latency_tuner.adapters.kubernetes.client import Calls, raw
+from latency_tuner.adapters.kubernetes.client import MERGE_PATCH, Calls, Rest, namespaced
 from latency_tuner.api.resource import GROUP, PLURAL, VERSION
 from latency_tuner.core.sharding.claim import CLAIM_ANNOTATION, Claim
-
-MERGE_PATCH = "application/merge-patch+json"
 
 
 class ShardClaims:
     def __init__(self, api_client: Any, *, calls: Calls | None = None) -> None:
         self._calls = calls or Calls("shard-claims", workers=4)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self._rest = Rest(api_client)
 
     async def write(
         self,
@@ -39,18 +35,24 @@ class ShardClaims:
             metadata["finalizers"] = finalizers
         body = {"metadata": metadata}
         result: dict[str, Any] = await self._calls.run(
-            raw, self._custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL,
-            name, body, _content_type=MERGE_PATCH,
-        )  # fmt: skip
+            self._rest,
+            "PATCH",
+            namespaced(GROUP, VERSION, namespace, PLURAL, name),
+            body=body,
+            content_type=MERGE_PATCH,
+        )
         return result
 
     async def report(self, *, namespace: str, name: str, shard: str) -> None:
         """status.shard: which shard owns the target, for `kubectl get` and humans."""
         body = {"status": {"shard": shard}}
         await self._calls.run(
-            raw, self._custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
-            PLURAL, name, body, _content_type=MERGE_PATCH,
-        )  # fmt: skip
+            self._rest,
+            "PATCH",
+            namespaced(GROUP, VERSION, namespace, PLURAL, name, "status"),
+            body=body,
+            content_type=MERGE_PATCH,
+        )
 
     def close(self) -> None:
         self._calls.close()
