@@ -33,15 +33,20 @@ async def test_measured_ttft_and_itl_match_what_the_server_does(fake_server: Fak
     assert result.ttft is not None
     assert result.itl is not None
     assert result.tpot is not None
-    assert 0.050 <= result.ttft.p50 <= 0.085
-    assert result.itl.count == 12 * 19
-    assert 0.008 <= result.itl.p50 <= 0.014
-    assert 0.0095 <= result.itl.mean <= 0.0130
-    assert 0.0095 <= result.tpot.p50 <= 0.0130
     assert result.e2e is not None
-    assert 0.24 <= result.e2e.p50 <= 0.30
+    # Lower bounds from the server's own delays (50 ms to the first token, 10 ms a token after
+    # it); upper bounds only from the structure of a request, not from the clock: a busy machine
+    # stretches every figure (TTFT p50 87 ms was seen beside a benchmark on two cores).
+    assert result.ttft.p50 >= 0.050
+    assert result.ttft.p50 < 0.5 * result.e2e.p50  # the first token, not the last
+    assert result.itl.count == 12 * 19
+    assert result.itl.p50 >= 0.008
+    assert result.itl.mean >= 0.0095
+    # Per request, (e2e - TTFT) / 19 gaps: the same tokens the ITL histogram timed one by one.
+    assert result.tpot.p50 == pytest.approx(result.itl.mean, rel=0.25)
+    assert result.e2e.p50 >= 0.24
     # 3 rounds of 4 concurrent ~0.24 s requests.
-    assert 0.7 <= result.duration_s <= 1.2
+    assert result.duration_s >= 0.7
     assert result.request_throughput == pytest.approx(12 / result.duration_s)
 
 
@@ -145,13 +150,15 @@ async def test_open_loop_arrivals_follow_the_asked_rate(fake_server: FakeServer)
     )
     assert result.completed == 100
     # 99 exponential gaps of mean 10 ms drawn from the seed: ~0.9 s. A closed loop of 50 would
-    # send all 100 in ~0.05 s, twice the rate in ~0.45 s. Sends may lag their schedule (the
-    # lag is reported) and a busy machine delays the server's view too: generous upper bound.
+    # send all 100 in ~0.05 s, twice the rate in ~0.45 s: the lower bound is the test. Sends
+    # may lag their schedule (the lag is reported) and a busy machine delays the server's view
+    # of them further (2.07 s seen beside a benchmark on two cores), so the upper bound only
+    # catches a sender at a third of the rate or slower.
     rng = random.Random(7)
     expected = sum(rng.expovariate(100.0) for _ in range(99))
     assert 0.7 <= expected <= 1.3
     span = fake_server.arrivals[-1] - fake_server.arrivals[0]
-    assert 0.7 * expected <= span <= 1.5 * expected + result.max_dispatch_lag_s
+    assert 0.7 * expected <= span <= 2.5 * expected + result.max_dispatch_lag_s
 
 
 async def test_open_loop_in_flight_requests_never_exceed_the_concurrency(
