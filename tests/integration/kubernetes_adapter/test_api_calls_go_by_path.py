@@ -5,7 +5,6 @@ client's typed API classes (their models cost ~25 MiB a process)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import subprocess
 import sys
 import textwrap
@@ -44,7 +43,11 @@ async def api() -> AsyncIterator[ApiServer]:
 def rest(api: ApiServer, tmp_path: Path) -> Callable[..., Awaitable[Any]]:
     """The blocking call in a thread: the emulator answers on this test's event loop."""
     call = Rest(make_api_client(str(api.write_kubeconfig(tmp_path / "kubeconfig"))))
-    return functools.partial(asyncio.to_thread, call)
+
+    async def in_thread(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    return in_thread
 
 
 async def test_an_object_is_read_by_its_path(api: ApiServer, tmp_path: Path) -> None:
