@@ -150,10 +150,9 @@ class Calibration:
     itl_percentile: int | None = None
     itl_quantile: float | None = None
     itl_quantile_factor: float = 1.0
-    # Requests waiting for a slot in a queue that did not grow (per replica; 0: none, or a
-    # growing one), the running slots they wait on, and the time a request holds one.
-    waiting: float = 0.0
-    held_slots: float = 0.0
+    # The window's requests waiting for a slot are held in flight (a queue that did not grow,
+    # ``MIN_WAITING`` or more a replica), and the time a request holds a slot.
+    held: bool = False
     slot_time: float = 0.0
 
     @property
@@ -240,8 +239,7 @@ def calibrate(
         itl_percentile=itl_percentile if quantile else None,
         itl_quantile=quantile or None,
         itl_quantile_factor=quantile / modelled_quantile if quantile and modelled_quantile else 1.0,
-        waiting=waiting if held else 0.0,
-        held_slots=load.batch,
+        held=held,
         slot_time=_slot_time(calibrated, load),
     )
 
@@ -389,20 +387,22 @@ def _held_wait(calibration: Calibration, stages: _Stages) -> float:
     candidate's slots wait, and a slot frees every slot time over the slots. Scaled to the
     measured queue, and the slots to the requests the running configuration measured
     running (the model's KV cache estimate may be off; the ratio of the slots is kept)."""
-    c = calibration
-    if c.waiting <= 0 or c.slot_time <= 0 or c.slots <= 0:
+    c, load = calibration, calibration.load
+    if not c.held or c.slot_time <= 0 or c.slots <= 0:
         return 0.0
-    slots = stages.slots * c.held_slots / c.slots
-    waiting = max(c.load.demand - slots, 0.0)
-    turnover = _slot_time(stages, c.load) / slots
-    return c.queue * (waiting / c.waiting) * (turnover / (c.slot_time / c.held_slots))
+    slots = stages.slots * load.batch / c.slots
+    waiting = max(load.demand - slots, 0.0)
+    turnover = _slot_time(stages, load) / slots
+    return (
+        c.queue * (waiting / (load.demand - load.batch)) * (turnover / (c.slot_time / load.batch))
+    )
 
 
 def _bottleneck(stages: _Stages, load: _Load) -> tuple[float, float]:
     """(service time, utilisation at the load's rate) of the busier of the engine (the engine
     time a request takes) and its slots (the time a request holds one, over the slots)."""
     engine = stages.prefill_work + stages.decode_share
-    slot = (stages.prefill + load.output * stages.itl) / stages.slots
+    slot = _slot_time(stages, load) / stages.slots
     return max(((engine, load.rate * engine), (slot, load.rate * slot)), key=lambda p: p[1])
 
 

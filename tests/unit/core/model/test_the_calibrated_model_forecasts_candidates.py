@@ -275,5 +275,5 @@ def test_a_growing_queue_is_not_read_as_clients_holding_their_requests() -> None
     growing = _closed_loop(running, waiting_delta=200.0, running_delta=0.0)
     calibration = model.calibrate(growing, running)
     assert calibration is not None
-    assert calibration.waiting == 0.0
+    assert not calibration.held
     assert _ttft_after(growing, running, 16) < _ttft_after(steady, running, 16)
