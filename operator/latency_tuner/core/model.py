@@ -27,11 +27,13 @@ scaled to what the window measured. M/M/1 alone would forecast a server with twi
 nearly queue-free when 64 clients wait on 8 slots, where 16 still leave 48 waiting.
 
 Forecasts are relative changes of the means; the trial applies them to the objectives'
-percentiles. There is no forecast (None) where the model does not describe the deployment:
-an unknown model or GPU, a command line vLLM would refuse, a stage the window did not
-measure, a prefix cache whose hit rate nobody has measured yet, or a calibration factor beyond
-``TRUSTED_FACTOR`` (the model off by more than that on this deployment: its knob effects are
-not to be trusted either). Pure: no I/O, no clock.
+percentiles, except an ITL objective's, which the model reads as the window does (Prometheus'
+interpolation in vLLM's histogram buckets) from its mixture of decode-only and prefilling
+steps. There is no forecast (None) where the model does not describe the deployment: an unknown
+model or GPU, a command line vLLM would refuse, a stage the window did not measure, a prefix
+cache whose hit rate nobody has measured yet, or a calibration factor beyond ``TRUSTED_FACTOR``
+(the model off by more than that on this deployment: its knob effects are not to be trusted
+either). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -42,11 +44,13 @@ from dataclasses import dataclass
 from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
+from latency_tuner.core.prommath import histogram_quantile
 from latency_tuner.core.saturation import saturated
 from latency_tuner.core.score import ObjectiveName, ObjectiveScore
 from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
 from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
+from latency_tuner.vllm.metrics import ITL_BUCKETS
 
 __all__ = [
     "MAX_BATCH",
@@ -125,9 +129,15 @@ class _Stages:
     slots: float  # requests that can run at once
 
     def itl_at(self, percentile: int) -> float:
-        """The ITL quantile: a token from a step that also prefilled once such steps are more
-        than the tail beyond the percentile, else one from a step that only decoded."""
-        return self.mixed_itl if self.mixed_share > 1.0 - percentile / 100.0 else self.decode_itl
+        """The ITL quantile as a window reads it: ``histogram_quantile`` over vLLM's ITL buckets
+        of the tokens of steps that only decode and of steps that also prefill, each at its
+        step's time. Prometheus interpolates within a bucket, so while both configurations'
+        tokens stay in the same buckets the reading follows their shares there, not their
+        times: 16 ms and 11 ms prefill steps read alike in the 10-25 ms bucket."""
+        tokens = ((self.decode_itl, 1.0 - self.mixed_share), (self.mixed_itl, self.mixed_share))
+        counts = [(le, sum(share for t, share in tokens if t <= le)) for le in ITL_BUCKETS]
+        reading = histogram_quantile(percentile / 100.0, [*counts, (math.inf, 1.0)])
+        return reading if reading is not None and math.isfinite(reading) else self.mixed_itl
 
 
 @dataclass(frozen=True)

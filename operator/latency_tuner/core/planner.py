@@ -45,9 +45,10 @@ prior gain. A candidate the model expects to leave the score where it is ranks b
 expects to lower it, whatever the priors say.
 
 ``refine`` is the planner once the targets are met: the one safe change, if any, that the
-model expects to buy a much larger margin (the sum of latency/target ratios 30% lower, every
-objective within 90% of its target) at no more GPUs; refining ends at the first such trial
-that is not kept.
+model expects to buy a larger margin than a trial could tell from chance (the sum of
+latency/target ratios lower by more than the window's sampling noise, the spec's
+minImprovement and the model's recorded error; every objective within 90% of its target) at no
+more GPUs; refining ends at the first such trial that is not kept.
 
 Before any of that, when the calibrated model expects no configuration the spec allows to
 meet the targets (every one at least twice over some target; ``core.reach``) and it has a
@@ -78,7 +79,7 @@ from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.score import ObjectiveName, Score, score
-from latency_tuner.core.verdict import BOTH_SATURATED
+from latency_tuner.core.verdict import BOTH_SATURATED, chance_change
 from latency_tuner.perf.config import EngineConfig
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -94,15 +95,15 @@ MAX_TRANSIENT = 2  # transient failures of one change, then it rests like a perm
 # leave at most this share of the window's violation: halving it is beyond the model's
 # typical error (a median 24-34 points on the harder suite), so not a coin toss.
 STEP_BACK_SCORE = 0.5
-# Once the targets are met, a change is tried for margin only when the model expects it to
-# take this share off the sum of latency/target ratios (the verdict's tie-break) -- a gain
-# beyond its typical error -- with every objective at most REFINE_CEILING of its target.
-REFINE_GAIN = 0.3
+# Once the targets are met, a change is tried for margin only with every objective expected at
+# most this share of its target (a margin that a window's noise cannot turn into a miss).
 REFINE_CEILING = 0.9
 # The model's own record on this target: the median absolute error of its latest forecasts
 # (aimed latencies, measured) once there are two. Beyond MODEL_DISTRUST (twice its median
 # error on the harder suite) the planner stops acting on it (priors order, no step back, no
 # refining); below, a refinement must be expected to gain more than that error.
+# (A refinement's expected gain must also beat what the verdict could tell from chance: the
+# window's sampling noise, ``verdict.chance_change``, and the spec's minImprovement.)
 MODEL_ERRORS_KEPT = 4
 MODEL_DISTRUST = 0.5
 
@@ -281,6 +282,7 @@ def refine(
     history: Sequence[TrialRecord] = (),
     incompatible: Collection[tuple[str, str | None]] = (),
     *,
+    min_improvement: float = 0.0,
     load_tolerance: float = LOAD_TOLERANCE,
 ) -> Change | None:
     """With the targets met: the safe change (the GPU count stays) the calibrated model expects
@@ -291,9 +293,11 @@ def refine(
     history rules as ``plan``. One is chosen only when the model forecasts it (a latency the
     model cannot know for it, such as TTFT with a prefix cache turned on, takes the knob's prior
     if the candidate aims at it, else stays as it is) with every objective at most
-    ``REFINE_CEILING`` of its target and the sum of
-    ratios ``REFINE_GAIN`` (or the model's recorded error on this target, if larger) lower
-    than now; the lowest such sum wins. Refining stops for good once a refinement was not kept
+    ``REFINE_CEILING`` of its target and the sum of ratios lower than now by more than the
+    trial's verdict could tell from chance (``verdict.chance_change`` of this window, at least
+    ``min_improvement``) and more than the model's recorded error on this target; the lowest
+    such sum wins. An expected gain below that is not worth a rollout: the verdict would revert
+    it even if the model were right. Refining stops for good once a refinement was not kept
     (the model was wrong about this server once, and margin is not worth more rollouts on its
     word), and does not start while the model's recorded error is beyond ``MODEL_DISTRUST``.
     """
@@ -302,8 +306,8 @@ def refine(
     error = model_error(history)
     if _distrusted(error):
         return None
-    gain = max(REFINE_GAIN, error or 0.0)
     now = score(observation, objectives)
+    gain = max(min_improvement, chance_change(now, observation), error or 0.0)
     total = now.tie_break
     if not now.met or total is None or total <= 0:
         return None
@@ -343,7 +347,8 @@ def refine(
         change,
         reason=(
             f"targets met; for margin, {source} expects the sum of latency/target ratios "
-            f"{total:.2f} -> {after:.2f}: {change.reason}"
+            f"{total:.2f} -> {after:.2f}, beyond the -{gain:.0%} a trial needs to tell it from "
+            f"chance: {change.reason}"
         ),
     )
 

@@ -281,6 +281,17 @@ def _compare(
     return Judgement(outcome, numbers, before, after, improvement, required, noise, sampling)
 
 
+def chance_change(now: Score, window: Observation) -> float:
+    """The relative change of the sum of latency/target ratios (targets met) that a trial's
+    window of the same size and spread as ``window`` would show against it by sampling alone,
+    as ``_compare`` computes it (capped as there): what a change must be expected to gain for
+    its trial to tell it from chance. 0 when the sum is unknown."""
+    total = now.tie_break
+    if total is None or total <= 0:
+        return 0.0
+    return min(_sampling_noise(now, now, (window, window), True, total), MAX_REQUIRED)
+
+
 def _sampling_noise(
     before: Score,
     after: Score,

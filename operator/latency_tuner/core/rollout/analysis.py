@@ -87,5 +87,12 @@ def propose_margin(
 ) -> Change | None:
     """With the targets met, the change worth a trial for margin (``core.planner.refine``)."""
     return refine(
-        observation, spec.objectives, cl, spec.knobs, hardware, history(trials), incompatible
+        observation,
+        spec.objectives,
+        cl,
+        spec.knobs,
+        hardware,
+        history(trials),
+        incompatible,
+        min_improvement=spec.evaluation.min_improvement,
     )

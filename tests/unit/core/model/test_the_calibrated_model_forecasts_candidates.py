@@ -215,6 +215,25 @@ def test_smaller_prefill_chunks_can_bring_prefill_steps_into_the_itl_p90() -> No
     assert forecast.itl > 0.5
 
 
+def test_prefill_steps_in_one_histogram_bucket_leave_the_itl_tail_reading_as_it_was() -> None:
+    """2,000-token prompts three a second on 16 running: with a 1,024-token budget the steps
+    that also prefill take about 24 ms, with 512 about 15 ms -- both in vLLM's 10-25 ms ITL
+    bucket, where Prometheus interpolates by the share of tokens, not their time. Halving the
+    budget doubles that share, so the p99 reading does not fall (the steps' own time would
+    have said -39%)."""
+    cl = command_line("--max-num-batched-tokens", "1024")
+    running = engine(cl)
+    smaller = engine(cl.with_value("max-num-batched-tokens", "512"))
+    window = window_of(running, prompt=2000, request_rate=3.0, running=16)
+    window = window.model_copy(update={"itl": {99: 0.0224}})
+    calibration = model.calibrate(window, running, itl_percentile=99)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, smaller)
+    assert forecast is not None
+    assert forecast.itl is not None
+    assert -0.1 < forecast.itl < 0.2
+
+
 def test_requests_in_flight_beyond_the_timed_batch_are_timed_as_that_batch() -> None:
     """A tenant's gauges can claim any number running (here with 1-token requests, so the KV
     cache would hold ~100,000): the model times at most ``MAX_BATCH`` a step, so a forecast

@@ -107,7 +107,11 @@ def test_a_small_miss_with_a_budget_below_the_prompt_steps_one_rung() -> None:
     d = diagnose(window, ITL, cl, H100, spec)
     change = plan(d, window, cl, spec, H100)
     assert isinstance(change, Change)
-    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "1024")
+    # Either way one rung: the calibrated model expects neither 1024 (prefill steps then pass
+    # 10% of the tokens, +1% at p90) nor 4096 (the uncached half of a prompt fits 2048
+    # already) to lower the p90 reading, so the knob's priors decide between them.
+    assert change.knob is KnobName.MAX_NUM_BATCHED_TOKENS
+    assert change.to_value in {"1024", "4096"}
 
 
 def test_without_chunking_the_budget_is_not_offered_against_interference_either_way() -> None:

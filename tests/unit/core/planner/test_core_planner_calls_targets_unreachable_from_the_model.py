@@ -137,12 +137,14 @@ DECODE = slow_decode(
 
 
 def test_the_least_faster_gpu_the_model_expects_to_meet_the_targets_is_advised() -> None:
-    outcome = _plan(objectives(itl="11ms", percentile=90), window=DECODE, cl=command_line(),
+    # An H100 decodes in ~6 ms, which vLLM's ITL histogram (first bucket 0-10 ms) reads as a
+    # p90 of ~9.2 ms: within the advice's margin of 12 ms (0.77), not of 11 ms (0.83).
+    outcome = _plan(objectives(itl="12ms", percentile=90), window=DECODE, cl=command_line(),
                     hardware=L40S)  # fmt: skip
     assert isinstance(outcome, Exhausted)
     assert outcome.unreachable
     assert outcome.advice[0].startswith("on H100-SXM GPUs the model expects ITL p90 ~")
-    assert "(target 11ms)" in outcome.advice[0]
+    assert "(target 12ms)" in outcome.advice[0]
 
 
 def test_before_the_model_has_a_record_on_the_target_nothing_is_unreachable() -> None:
