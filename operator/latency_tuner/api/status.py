@@ -348,6 +348,10 @@ class Trial(StatusModel):
     """Start of the trial's measurement window (RFC 3339)."""
     measurements: int = Field(default=0, ge=0)
     """Measurement windows taken so far (an inconclusive window is measured again)."""
+    longer: bool = False
+    """The first window measured a gain just short of the noise bar that a window twice as
+    long would clear: the trial is judged again over twice evaluation.window from
+    measureStartedAt."""
     strategy: Strategy | None = None
     """How the trial runs: Rollout (null in statuses older than strategies) or Canary."""
     canary: CanaryState | None = None

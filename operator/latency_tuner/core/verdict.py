@@ -17,14 +17,20 @@
   missed (-100%) is always kept: that is the goal, and a later window re-checks it. With every
   target met before and after, the sum of observed/threshold ratios decides instead.
 - Revert: otherwise, with the numbers that decided it in the reason; also a would-be Keep
-  that made a latency no objective names much worse (``guard_unnamed``).
+  that made a latency no objective names much worse (``guard_unnamed``). Except once, when the
+  caller allows it: a gain short of the bar that a trial window ``LONGER_LOOK`` times as long
+  would clear (its noise is lower) is Inconclusive with ``longer`` set, and the caller judges
+  the trial again over that longer window (``_near``). Reverting a real effect for want of
+  requests costs the rollout back and the rollout again, a longer look only minutes.
 - A saturated arm (``core.saturation``) counts with any number of requests, but its latencies
   are lower bounds: only the direction they can prove is concluded, else Inconclusive
   (``_bounded``), never a failure.
 
 Noise: sub-windows of length W/k give a relative standard deviation s of the metric; a whole
 window's estimate varies about s/sqrt(k), and the difference of two windows about
-s*sqrt(2/k). That is the relative change the baseline alone would show. Pure.
+s*sqrt(2/k). That is the relative change the baseline alone would show. Against a trial window
+m times as long as the baseline's, the trial's share of that variance is m times smaller:
+s*sqrt((1 + 1/m)/k). Pure.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ UNNAMED_WORSE = 1.0
 # The most improvement the noise gate may demand: a halved score is a real effect whatever
 # three 1/3-window sub-windows suggest (their p90s rest on a handful of requests each).
 MAX_REQUIRED = 0.5
+# A trial window this many times the baseline's: what a gain just short of the bar gets.
+LONGER_LOOK = 2
 # How an Inconclusive reason starts when both arms were saturated and the trial drained no more
 # than the baseline: the planner reads it (a repeat under the same load saturates again).
 BOTH_SATURATED = "both windows saturated (their latencies are lower bounds)"
@@ -85,6 +93,7 @@ class Judgement:
     required: float | None = None  # max(min_improvement, min(the larger noise, MAX_REQUIRED))
     noise: float = 0.0  # from the baseline's sub-windows (an A/A comparison of the baseline)
     sampling_noise: float = 0.0  # from both windows' request counts and quantile spread
+    longer: bool = False  # Inconclusive: judge again over a trial window LONGER_LOOK as long
 
 
 def judge_trial(
@@ -96,8 +105,10 @@ def judge_trial(
     min_improvement: float,
     baseline_subwindows: Sequence[Observation] = (),
     load_tolerance: float = LOAD_TOLERANCE,
+    may_look_longer: bool = False,
 ) -> Judgement:
-    """The verdict on a trial window against the baseline window."""
+    """The verdict on a trial window against the baseline window; with ``may_look_longer``, a
+    gain just short of the bar asks for a longer trial window instead (``_near``)."""
     if isinstance(baseline, NoData):
         return Judgement(Outcome.NO_DATA, f"no data in the baseline window: {baseline.reason}")
     if isinstance(trial, NoData):
@@ -127,6 +138,8 @@ def judge_trial(
     judged = _compare(
         before, after, objectives, min_improvement, baseline_subwindows, (baseline, trial)
     )
+    if may_look_longer and not (sat_before or sat_after or load_change):
+        judged = _near(judged, min_improvement, baseline, trial)
     if sat_before or sat_after:
         judged = _bounded(judged, baseline, trial, sat_before, sat_after)
     if judged.outcome is Outcome.KEEP:
@@ -140,6 +153,32 @@ def judge_trial(
     if load_change is not None:
         return _despite_load(judged, load_change, heavier)
     return judged
+
+
+def _near(
+    judged: Judgement, min_improvement: float, baseline: Observation, trial: Observation
+) -> Judgement:
+    """A Revert for a gain short of the bar that a trial window ``LONGER_LOOK`` times as long
+    would clear becomes Inconclusive with ``longer``: both noise terms shrink by the trial's
+    share of their variance, sqrt((1 + 1/m) / 2) for m times the requests."""
+    if judged.outcome is not Outcome.REVERT or judged.improvement is None:
+        return judged
+    if judged.improvement <= 0 or not math.isfinite(judged.improvement):
+        return judged
+    m = LONGER_LOOK * max(trial.window_seconds, 1e-9) / max(baseline.window_seconds, 1e-9)
+    shrink = math.sqrt((1 + 1 / m) / 2)
+    bar = max(min_improvement, min(max(judged.noise, judged.sampling_noise) * shrink, MAX_REQUIRED))
+    if judged.improvement <= bar:
+        return judged
+    return replace(
+        judged,
+        outcome=Outcome.INCONCLUSIVE,
+        reason=(
+            f"near the bar ({judged.reason}); a trial window {LONGER_LOOK} times as long would "
+            f"need better than -{bar:.0%}: measuring over it"
+        ),
+        longer=True,
+    )
 
 
 def _stalled(baseline: Observation, trial: NoData) -> Judgement:
@@ -266,7 +305,9 @@ def _compare(
     )
     # Both known: judge_trial turned unknown quantiles into Inconclusive already.
     b, a = metric(before) or 0.0, metric(after) or 0.0
-    noise = _noise([metric(score(w, objectives)) for w in subwindows])
+    baseline, trial = windows
+    m = max(trial.window_seconds, 1e-9) / max(baseline.window_seconds, 1e-9)
+    noise = _noise([metric(score(w, objectives)) for w in subwindows]) * math.sqrt((1 + 1 / m) / 2)
     sampling = _sampling_noise(before, after, windows, both_met, b)
     required = max(min_improvement, min(max(noise, sampling), MAX_REQUIRED))
     improvement = (b - a) / b if b > 0 else (0.0 if a == 0 else -math.inf)

@@ -589,6 +589,56 @@ def test_an_inconclusive_trial_is_measured_once_more_then_rolled_back(
     assert run.status.incompatible == []
 
 
+def _spread(ttft_p90: float, requests: int, **overrides: Any) -> Observation:
+    return window(BEFORE, requests=requests, ttft={50: 0.8, 90: ttft_p90, 95: ttft_p90 + 1.5,
+                                                   99: ttft_p90 + 4}, **overrides)  # fmt: skip
+
+
+def test_a_gain_just_short_of_the_bar_is_judged_again_over_a_window_twice_as_long() -> None:
+    run = Run()
+    measuring(run)
+    trial = run.status.current_trial
+    assert trial is not None
+    started = trial.measure_started_at
+    # 200 requests a window: TTFT p90 2.0 -> 1.68 s is a score -21% against a bar of -23%,
+    # which a window of twice the requests would lower to -20%.
+    baseline = _spread(2.0, 200)
+    d = run.later(WINDOW).step(facts(AFTER, windows=judged(baseline, _spread(1.68, 200))))
+    assert run.phase() is Phase.MEASURING
+    assert d.reason == "looking longer"
+    trial = run.status.current_trial
+    assert trial is not None
+    assert (trial.longer, trial.measurements, trial.measure_started_at) == (True, 1, started)
+    assert run.condition("Progressing")[2].startswith(f"trial {trial.id}: near the bar")
+    # The trial window now spans twice evaluation.window from the same start.
+    start = datetime.fromisoformat(started.replace("Z", "+00:00")) if started else run.now
+    assert (
+        windows_needed(run.spec, run.status, start + timedelta(seconds=2 * WINDOW - 1)).trial
+        is None
+    )
+    wanted = windows_needed(run.spec, run.status, start + timedelta(seconds=2 * WINDOW))
+    assert wanted.trial is not None
+    assert (wanted.trial.end, wanted.trial.seconds) == (start.timestamp() + 2 * WINDOW, 2 * WINDOW)
+    # Over it the same gain, on twice the requests, clears the bar.
+    longer = _spread(1.68, 400, window_seconds=2 * WINDOW)
+    d = run.later(WINDOW).step(facts(AFTER, windows=judged(baseline, longer)))
+    assert run.phase() is Phase.OBSERVING, (d.reason, run.status.current_trial)
+    (kept,) = run.status.trials
+    assert kept.verdict is Verdict.KEEP
+
+
+def test_a_gain_short_of_the_bar_over_the_longer_window_too_is_reverted() -> None:
+    run = Run()
+    measuring(run)
+    baseline = _spread(2.0, 200)
+    run.later(WINDOW).step(facts(AFTER, windows=judged(baseline, _spread(1.68, 200))))
+    flat = _spread(1.9, 400, window_seconds=2 * WINDOW)
+    run.later(WINDOW).step(facts(AFTER, windows=judged(baseline, flat)))
+    assert run.phase() is Phase.ROLLING_BACK
+    assert run.status.current_trial is not None
+    assert run.status.current_trial.verdict is Verdict.REVERT
+
+
 def test_a_metrics_failure_while_judging_waits_without_counting_a_measurement() -> None:
     run = Run()
     measuring(run)

@@ -20,6 +20,7 @@ from latency_tuner.api.status import LatencyTargetStatus, Phase, Trial
 from latency_tuner.core.cluster import ContainerConfig, RolloutFacts
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import ObservationResult
+from latency_tuner.core.verdict import LONGER_LOOK
 from latency_tuner.vllm.args import VllmCommandLine
 
 BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its noise
@@ -108,12 +109,14 @@ def windows_needed(
                 canary_arm=tuple(Window(end, step, "canary") for end in ends),
                 baseline_arm=tuple(Window(end, step, "baseline") for end in ends),
             )
-        if now.timestamp() >= start + length:
+        # A gain just short of the noise bar is looked at over a window twice as long.
+        span = length * (LONGER_LOOK if trial.longer else 1)
+        if now.timestamp() >= start + span:
             began = parse_timestamp(trial.started_at).timestamp()
             part = length / BASELINE_SUBWINDOWS
             return Windows(
                 current=current,
-                trial=Window(start + length, length),
+                trial=Window(start + span, span),
                 baseline=Window(began, length),
                 baseline_parts=tuple(
                     Window(began - length + (i + 1) * part, part)

@@ -136,6 +136,7 @@ def measuring(r: Round, facts: Ready) -> Decision:
         min_requests=r.spec.evaluation.min_requests,
         min_improvement=r.spec.evaluation.min_improvement,
         baseline_subwindows=[w for w in windows.baseline_parts if isinstance(w, Observation)],
+        may_look_longer=not trial.longer and trial.measurements == 0,
     )
     measured = scored(
         trial.model_copy(
@@ -160,6 +161,17 @@ def measuring(r: Round, facts: Ready) -> Decision:
         r.note(Reason.REVERTING, message)
         r.again = True
         return r.decision("reverting")
+    if judgement.longer:
+        # Just short of the bar: the same trial window, twice as long (``verdict._near``).
+        r.update(current_trial=measured.model_copy(update={"longer": True}))
+        r.condition(
+            ConditionType.PROGRESSING,
+            True,
+            "Remeasuring",
+            f"trial {trial.id}: {judgement.reason}",
+        )
+        r.note(Reason.INCONCLUSIVE, f"trial {trial.id}: {judgement.reason}")
+        return r.decision("looking longer")
     # Inconclusive or no data: measure once more over a fresh window.
     r.update(current_trial=measured.model_copy(update={"measure_started_at": r.stamp}))
     r.condition(
