@@ -49,7 +49,7 @@ from latency_tuner.core.rollout.facts import (
     is_canary,
 )
 from latency_tuner.core.rollout.state import CanaryAction, Decision, Round
-from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial
+from latency_tuner.core.rollout.trial import MAX_MEASUREMENTS, fail_trial, remeasure
 from latency_tuner.core.rollout.values import arm_snapshot, config_of, scored
 from latency_tuner.core.score import ObjectiveScore, Score, set_objectives
 from latency_tuner.core.sidebyside import (
@@ -432,15 +432,13 @@ def canary_measuring(r: Round, facts: Ready) -> Decision:
         return _refuse(r, measured, f"no significant improvement: {reason}")
     if measured.measurements >= MAX_MEASUREMENTS:
         return _refuse(r, measured, reason, Verdict.INCONCLUSIVE)
-    r.update(current_trial=measured.model_copy(update={"measure_started_at": r.stamp}))
-    r.condition(
-        ConditionType.PROGRESSING,
-        True,
-        "Remeasuring",
+    return remeasure(
+        r,
+        measured.model_copy(update={"measure_started_at": r.stamp}),
         f"trial {trial.id} inconclusive ({reason}); measuring again",
+        f"trial {trial.id}: {reason}; measuring again",
+        "remeasuring the canary",
     )
-    r.note(Reason.INCONCLUSIVE, f"trial {trial.id}: {reason}; measuring again")
-    return r.decision("remeasuring the canary")
 
 
 def _hand_back(r: Round, facts: Ready, canary: CanaryState, serving: str) -> Decision | None:

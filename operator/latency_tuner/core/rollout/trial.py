@@ -163,25 +163,25 @@ def measuring(r: Round, facts: Ready) -> Decision:
         return r.decision("reverting")
     if judgement.longer:
         # Just short of the bar: the same trial window, twice as long (``verdict._near``).
-        r.update(current_trial=measured.model_copy(update={"longer": True}))
-        r.condition(
-            ConditionType.PROGRESSING,
-            True,
-            "Remeasuring",
-            f"trial {trial.id}: {judgement.reason}",
-        )
-        r.note(Reason.INCONCLUSIVE, f"trial {trial.id}: {judgement.reason}")
-        return r.decision("looking longer")
+        why = f"trial {trial.id}: {judgement.reason}"
+        longer = measured.model_copy(update={"longer": True})
+        return remeasure(r, longer, why, why, "looking longer")
     # Inconclusive or no data: measure once more over a fresh window.
-    r.update(current_trial=measured.model_copy(update={"measure_started_at": r.stamp}))
-    r.condition(
-        ConditionType.PROGRESSING,
-        True,
-        "Remeasuring",
+    return remeasure(
+        r,
+        measured.model_copy(update={"measure_started_at": r.stamp}),
         f"trial {trial.id} inconclusive ({judgement.reason}); measuring again",
+        f"trial {trial.id}: {judgement.reason}; measuring again",
+        "remeasuring",
     )
-    r.note(Reason.INCONCLUSIVE, f"trial {trial.id}: {judgement.reason}; measuring again")
-    return r.decision("remeasuring")
+
+
+def remeasure(r: Round, trial: Trial, condition: str, note: str, decision: str) -> Decision:
+    """Go on measuring ``trial`` (its window as the caller set it), and say so."""
+    r.update(current_trial=trial)
+    r.condition(ConditionType.PROGRESSING, True, "Remeasuring", condition)
+    r.note(Reason.INCONCLUSIVE, note)
+    return r.decision(decision)
 
 
 def _keep(r: Round, measured: Trial, why: str) -> Decision:
