@@ -66,3 +66,17 @@ async def test_a_cancelled_sandbox_stops_its_processes() -> None:
     assert pids
     assert not any(alive(pid or 0) for pid in pids)
     assert child_pids() - before == set()
+
+
+async def test_leaving_ends_the_pod_runners_control_loop_even_if_its_cancel_is_lost() -> None:
+    # Python 3.11's wait_for can swallow a cancel that lands as its wait ends; the loop waits
+    # that way every resync. Here every cancel of the loop is lost: leaving must still end it.
+    async with Sandbox(namespace=NAMESPACE, hardware=NodeHardware(gpus=1)) as sandbox:
+        runner = sandbox.runner
+        assert runner is not None
+        task = runner._loop_task
+        assert task is not None
+        task.cancel = lambda *_: False  # type: ignore[method-assign]
+        started = asyncio.get_running_loop().time()
+    assert task.done()
+    assert asyncio.get_running_loop().time() - started < 10

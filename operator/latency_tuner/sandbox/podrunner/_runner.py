@@ -132,6 +132,7 @@ class PodRunner:
         self._deployments: dict[tuple[str, str], _DeploymentState] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._closing = False  # the control loop's own stop: a cancel alone can be lost
         self._background: set[asyncio.Task[Any]] = set()
         self._listeners: list[Callable[[], None]] = []
         self._last_targets: list[Target] = []
@@ -164,8 +165,12 @@ class PodRunner:
     async def close(self) -> None:
         """Stop the control loop and every process (TERM to each process group, then KILL)."""
         if self._loop_task is not None:
+            # Python 3.11's wait_for can swallow a cancel that lands as its wait ends (the
+            # loop's resync wait ends every resync_seconds): the flag ends the loop then, and
+            # the wait is bounded either way (a 300 s teardown hang in CI, 2026-12-05).
+            self._closing = True
             self._loop_task.cancel()
-            await asyncio.gather(self._loop_task, return_exceptions=True)
+            await _bounded("control loop", asyncio.gather(self._loop_task, return_exceptions=True))
             self._loop_task = None
         pods = [p for s in self._deployments.values() for p in s.pods.values()]
         for pod in pods:
@@ -267,7 +272,7 @@ class PodRunner:
     # -- the control loop ----------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             self._wake.clear()
             try:
                 await self._reconcile_all()
