@@ -167,7 +167,7 @@ def _near(
         return judged
     m = LONGER_LOOK * max(trial.window_seconds, 1e-9) / max(baseline.window_seconds, 1e-9)
     shrink = math.sqrt((1 + 1 / m) / 2)
-    bar = max(min_improvement, min(max(judged.noise, judged.sampling_noise) * shrink, MAX_REQUIRED))
+    bar = _required(min_improvement, max(judged.noise, judged.sampling_noise) * shrink)
     if judged.improvement <= bar:
         return judged
     return replace(
@@ -309,7 +309,7 @@ def _compare(
     m = max(trial.window_seconds, 1e-9) / max(baseline.window_seconds, 1e-9)
     noise = _noise([metric(score(w, objectives)) for w in subwindows]) * math.sqrt((1 + 1 / m) / 2)
     sampling = _sampling_noise(before, after, windows, both_met, b)
-    required = max(min_improvement, min(max(noise, sampling), MAX_REQUIRED))
+    required = _required(min_improvement, max(noise, sampling))
     improvement = (b - a) / b if b > 0 else (0.0 if a == 0 else -math.inf)
     what = "sum of latency/target ratios (targets met)" if both_met else "score"
     improvement_text = "worse" if math.isinf(improvement) else f"{-improvement:+.0%}"
@@ -330,7 +330,13 @@ def chance_change(now: Score, window: Observation) -> float:
     total = now.tie_break
     if total is None or total <= 0:
         return 0.0
-    return min(_sampling_noise(now, now, (window, window), True, total), MAX_REQUIRED)
+    return _required(0.0, _sampling_noise(now, now, (window, window), True, total))
+
+
+def _required(min_improvement: float, noise: float) -> float:
+    """The improvement a trial must beat: the noise, capped at ``MAX_REQUIRED``, and never
+    below ``min_improvement``."""
+    return max(min_improvement, min(noise, MAX_REQUIRED))
 
 
 def _sampling_noise(
