@@ -438,6 +438,9 @@ class LatencyTargetStatus(StatusModel):
     """The spec generation at which tuning stopped for an outside change; a newer spec resumes."""
     strategy: AppliedStrategy | None = None
     """The strategy the next trial uses, and why (spec.strategy, or the replica count)."""
+    gave_up_on: MetricSnapshot | None = None
+    """The window the operator last gave up on (phase Exhausted): once the load is no longer
+    comparable to it and the targets are missed, planning opens again before the cooldown."""
     near_miss_at: Timestamp | None = None
     """When a window missed the targets by a little with nothing left to try: one more window
     is measured before giving up (cleared by a trial or by targets met)."""

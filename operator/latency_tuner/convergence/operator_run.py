@@ -8,8 +8,12 @@ included), exactly as the kopf timer does over the Kubernetes adapters: the same
 writes and guarded patches. This module only keeps the score.
 
 Success: the phase reaches Converged and a window twice as long right after it meets every
-target too. The run ends there, when the operator gives up (Exhausted), or when the rollout
-budget or the time limit is spent. ``blind=True`` runs the same loop with the blind planner
+target too; with a drifting load, that window starts no sooner than the drift ends (the oracle
+scores the drifted rate: a configuration converged on the early load must still hold, or the
+operator must have tuned again, as it does after a sustained miss). The run ends there, when
+the operator gives up (Exhausted; under a drift, still Exhausted once the drift is over: a load
+that moved opens planning again), or when the rollout budget or the time limit (longer by the
+drift) is spent. ``blind=True`` runs the same loop with the blind planner
 (``blind``), as the method "blind". ``strategy`` sets the spec's (Rollout or Canary).
 
 A rollout is a Deployment change users see: a patch of the Deployment's container (a trial, a
@@ -118,7 +122,10 @@ async def _run(
     window = spec.evaluation.window_seconds
     # Every replica of a rolling update starts in turn (at most one at a time up to 3).
     startup = STARTUP_SECONDS * run.replicas
-    limit = time_limit or budget * (startup + spec.evaluation.settle_seconds + 3 * window)
+    # A drifting load is scored at its drifted rate (the oracle's): a success counts only once
+    # the load has got there, and the run lasts that much longer.
+    drifted = scenario.workload.drift_seconds
+    limit = time_limit or budget * (startup + spec.evaluation.settle_seconds + 3 * window) + drifted
     dep: VirtualDeployment | ReplicatedDeployment
     if run.replicas == 1:
         dep = VirtualDeployment(scenario, world, seed)
@@ -179,7 +186,7 @@ async def _run(
                                    config_of(running.to_container))  # fmt: skip
         if status.phase is Phase.CONVERGED:
             if confirming is None:
-                confirming = t
+                confirming = max(t, drifted)
             elif t >= confirming + 2 * window:
                 obs = dep.recorder.observe(end=t, seconds=2 * window, percentiles=percentiles(spec))
                 if meets(obs, spec.objectives, spec.evaluation.min_requests):
@@ -188,7 +195,7 @@ async def _run(
                 confirming = float("inf")  # wait for the operator to leave Converged
         else:
             confirming = None
-        if status.phase is Phase.EXHAUSTED:
+        if status.phase is Phase.EXHAUSTED and t >= drifted:  # under a drift it may resume
             reason = _condition_message(status, "Progressing")
             history.append(_last_words(status))
             return result(False, True, t, f"exhausted: {reason}")

@@ -69,7 +69,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from latency_tuner.api.spec import Knobs, Objectives
-from latency_tuner.api.status import Trial, Verdict
+from latency_tuner.api.status import MetricSnapshot, Trial, Verdict
 from latency_tuner.core import candidates, model, reach
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
@@ -133,17 +133,8 @@ class TrialRecord:
     def from_trial(cls, trial: Trial) -> TrialRecord:
         """From a status trial; its load is the before-window's (where the decision was made),
         else the after-window's, else unknown."""
-        load = None
-        for snapshot in (trial.before, trial.after):
-            if snapshot is not None and snapshot.request_rate is not None:
-                load = LoadFingerprint(
-                    request_rate=snapshot.arrival_rate or snapshot.request_rate,
-                    prompt_tokens_mean=snapshot.prompt_tokens_mean or 0.0,
-                    generation_tokens_mean=snapshot.generation_tokens_mean or 0.0,
-                    concurrency_mean=snapshot.concurrency or 0.0,
-                    requests=snapshot.requests,
-                )
-                break
+        loads = (load_of(s) for s in (trial.before, trial.after) if s is not None)
+        load = next((found for found in loads if found is not None), None)
         reason = trial.reason or ""
         transient = trial.verdict is Verdict.FAILED and reason.startswith(TRANSIENT_FAILURE)
         saturated = trial.verdict is Verdict.INCONCLUSIVE and reason.startswith(BOTH_SATURATED)
@@ -163,6 +154,19 @@ class TrialRecord:
                 if p.basis == "model" and p.aimed and p.error is not None and math.isfinite(p.error)
             ),
         )
+
+
+def load_of(snapshot: MetricSnapshot) -> LoadFingerprint | None:
+    """The load a status snapshot recorded (None when it recorded no rate)."""
+    if snapshot.request_rate is None:
+        return None
+    return LoadFingerprint(
+        request_rate=snapshot.arrival_rate or snapshot.request_rate,
+        prompt_tokens_mean=snapshot.prompt_tokens_mean or 0.0,
+        generation_tokens_mean=snapshot.generation_tokens_mean or 0.0,
+        concurrency_mean=snapshot.concurrency or 0.0,
+        requests=snapshot.requests,
+    )
 
 
 @dataclass(frozen=True)

@@ -164,3 +164,17 @@ def test_a_foreign_world_draws_every_efficiency_outside_its_published_range() ->
         assert world.stall_probability > 0
         assert world.preemption_s > 0
         assert world.efficiencies.request_overhead_s >= 3 * 9e-3
+
+
+def test_a_drifting_load_succeeds_only_once_tuned_for_the_rate_it_drifts_to() -> None:
+    # 6 req/s meet at max-num-seqs 8; the rate drifts to 24 req/s (16 slots needed) in 180 s.
+    data = copy.deepcopy(EASY)
+    data["workload"] |= {"rate": 6, "drift": 4.0, "driftSeconds": 180}
+    scenario = parse_scenario(data)
+    result = run_operator(scenario, make_world("matched", 0), 0, budget=4)
+    assert result.success, result.history
+    assert result.seconds >= 180  # confirmed at the drifted rate, not on the early load
+    assert result.rollouts >= 1  # converged on the early load, missed, tuned again
+    args = list(result.final.args or ())
+    seqs = args[args.index("--max-num-seqs") + 1]
+    assert int(seqs) >= 16, result.history

@@ -34,6 +34,7 @@ from latency_tuner.core.rollout import (
     decide,
     windows_needed,
 )
+from latency_tuner.core.rollout.values import metric_snapshot
 from latency_tuner.vllm.args import VllmCommandLine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -665,6 +666,80 @@ def test_a_converged_target_is_checked_again_after_the_cooldown() -> None:
     assert d.again
     run.step(facts(config(64)))
     assert run.phase() is Phase.CONVERGED
+
+
+def slower(cfg: ContainerConfig) -> Observation:
+    """What ``cfg`` serves once the load has grown past it: TTFT p90 1.2 s (target 500 ms)."""
+    return window(cfg, ttft={50: 1.0, 90: 1.2, 95: 1.3, 99: 1.5}, ttft_mean=1.0)
+
+
+def test_a_converged_target_missed_for_two_windows_is_tuned_again_before_the_cooldown() -> None:
+    run = Run()
+    observed_long_enough(run, config(64))
+    assert run.phase() is Phase.CONVERGED
+    run.later(10).step(facts(config(64), current=slower(config(64))))
+    assert run.condition("TargetsMet")[:2] == ("False", "TargetsMissed")
+    d = run.later(2 * WINDOW - 1).step(facts(config(64), current=slower(config(64))))
+    assert run.phase() is Phase.CONVERGED  # one window and a bit: could be noise
+    assert not d.again
+    d = run.later(1).step(facts(config(64), current=slower(config(64))))
+    assert run.phase() is Phase.OBSERVING
+    assert d.again
+    assert Reason.TARGETS_MISSED in reasons(d)
+    assert run.condition("Progressing")[1] == "TargetsMissedAgain"
+    assert "missed in every window for 2m" in run.condition("Progressing")[2]
+
+
+def test_a_window_that_meets_the_targets_restarts_the_count_of_misses() -> None:
+    run = Run()
+    observed_long_enough(run, config(64))
+    run.later(10).step(facts(config(64), current=slower(config(64))))
+    run.later(WINDOW).step(facts(config(64)))  # met again
+    run.later(10).step(facts(config(64), current=slower(config(64))))
+    d = run.later(2 * WINDOW - 1).step(facts(config(64), current=slower(config(64))))
+    assert run.phase() is Phase.CONVERGED
+    assert Reason.TARGETS_MISSED not in reasons(d)
+
+
+def gave_up(run: Run, on: Observation) -> None:
+    """The run is Exhausted with trials left, having given up on window ``on``."""
+    run.status = run.status.model_copy(
+        update={
+            "phase": Phase.EXHAUSTED,
+            "phase_since": "2026-12-02T10:00:00Z",
+            "observed_generation": 1,
+            "gave_up_on": metric_snapshot(run.spec, on, "2026-12-02T10:00:00Z"),
+        }
+    )
+
+
+def test_an_exhausted_target_plans_again_once_the_load_it_gave_up_on_has_moved() -> None:
+    run = Run()
+    gave_up(run, window(BEFORE))
+    run.later(WINDOW).step(facts(BEFORE))  # the same load: nothing new to try
+    assert run.phase() is Phase.EXHAUSTED
+    grown = window(BEFORE, request_rate=40.0, requests=2400, running_mean=16.0, waiting_mean=30.0)
+    d = run.later(WINDOW).step(facts(BEFORE, current=grown))
+    assert Reason.TARGETS_MISSED in reasons(d)
+    assert (Phase.EXHAUSTED, Phase.OBSERVING) in d.transitions
+    assert "the load moved since giving up (20 -> 40 requests/s" in d.notes[0].message
+
+
+def test_an_exhausted_target_whose_load_moved_but_meets_its_targets_rests() -> None:
+    run = Run()
+    gave_up(run, window(BEFORE))
+    lighter = window(BEFORE, request_rate=5.0, requests=300, ttft={50: 0.1, 90: 0.2, 99: 0.3})
+    run.later(WINDOW).step(facts(BEFORE, current=lighter))
+    assert run.phase() is Phase.EXHAUSTED
+
+
+def test_an_exhausted_target_without_trials_left_waits_for_the_cooldown() -> None:
+    run = Run()
+    gave_up(run, window(BEFORE))
+    run.status = run.status.model_copy(update={"trial_count": 5})
+    grown = window(BEFORE, request_rate=40.0, requests=2400, running_mean=16.0, waiting_mean=30.0)
+    run.later(10 * WINDOW).step(facts(BEFORE, current=grown))
+    assert run.phase() is Phase.EXHAUSTED  # maxTrials spent: no reason to hurry
 
 
 def test_an_exhausted_target_plans_again_after_the_cooldown() -> None:

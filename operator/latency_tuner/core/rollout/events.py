@@ -27,6 +27,7 @@ class Reason(StrEnum):
     DRIFT = "Drift"
     RECOMMENDATION = "Recommendation"
     TARGETS_MET = "TargetsMet"
+    TARGETS_MISSED = "TargetsMissed"  # missed again after converging: tuning again
     EXHAUSTED = "Exhausted"
     TRIAL_STARTED = "TrialStarted"
     TRIAL_FAILED = "TrialFailed"
@@ -63,6 +64,7 @@ _WARNINGS = frozenset(
         Reason.RECONCILE_ERROR,
         Reason.DRIFT,
         Reason.EXHAUSTED,
+        Reason.TARGETS_MISSED,
         Reason.TRIAL_FAILED,
         Reason.QUALITY_GATE_FAILED,
     }

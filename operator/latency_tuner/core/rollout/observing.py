@@ -204,7 +204,7 @@ def exhausted(
     known = r.status.diagnosis.advice if r.status.diagnosis else []
     advice = list(dict.fromkeys((*advice, *known)))
     message = why + (f". Advice: {'; '.join(advice)}" if advice else "")
-    r.update(recommendation=None, near_miss_at=None)
+    r.update(recommendation=None, near_miss_at=None, gave_up_on=r.status.observed)
     r.condition(ConditionType.PROGRESSING, False, condition_reason, message)
     if recommend_only:
         r.phase(Phase.OBSERVING)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from latency_tuner.api.conditions import ConditionType
-from latency_tuner.api.durations import format_timestamp
+from latency_tuner.api.conditions import ConditionType, get_condition
+from latency_tuner.api.durations import format_duration, format_timestamp
 from latency_tuner.api.status import IncompatibleValue, Phase, Trial, Verdict, with_trial
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.planner import TRANSIENT_FAILURE
+from latency_tuner.core.planner import LOAD_TOLERANCE, TRANSIENT_FAILURE, load_of
 from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import MetricsFailure, Ready
 from latency_tuner.core.rollout.state import Decision, Round
@@ -19,6 +19,10 @@ from latency_tuner.core.score import score
 from latency_tuner.core.verdict import Outcome, judge_trial
 
 MAX_MEASUREMENTS = 2  # an inconclusive trial window is measured once more, then rolled back
+# Converged, the targets missed in every window for this many evaluation windows: tune again
+# without waiting for the cooldown. Two, as the benchmark's confirmation of a success: one
+# window's miss can be noise (a burst, a few long prompts); two in a row, a load that moved.
+SUSTAINED_MISS_WINDOWS = 2
 
 
 def _trial(r: Round) -> Trial:
@@ -238,7 +242,10 @@ def rolling_back(r: Round, facts: Ready) -> Decision:
 
 
 def resting(r: Round, facts: Ready) -> Decision:
-    """Converged or Exhausted: keep watching; plan again after the cooldown."""
+    """Converged or Exhausted: keep watching; plan again after the cooldown, or sooner when the
+    targets are missed and something changed (``_reopening``). The cooldown is there against
+    flapping, not to leave a deployment outside its targets for half an hour while its load
+    moves."""
     current = facts.windows.current
     obs = (
         current
@@ -248,6 +255,7 @@ def resting(r: Round, facts: Ready) -> Decision:
     clean = r.status.stable_since is None or (
         r.since(r.status.stable_since) >= r.spec.evaluation.window_seconds
     )
+    missing = None
     if obs is not None and clean:
         r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
         result = score(obs, r.spec.objectives)
@@ -258,8 +266,54 @@ def resting(r: Round, facts: Ready) -> Decision:
                 "TargetsMet" if result.met else "TargetsMissed",
                 result.describe(),
             )
+        if result.met is False:
+            missing = obs
+    reopening = _reopening(r, missing)
+    if reopening is not None:
+        reason, why = reopening
+        r.phase(Phase.OBSERVING)
+        r.condition(ConditionType.PROGRESSING, True, reason, f"{why}; tuning again")
+        r.note(Reason.TARGETS_MISSED, why)
+        r.again = True
+        return r.decision(f"{reason}: tuning again")
     if r.since(r.status.phase_since) >= r.spec.evaluation.cooldown_seconds:
         r.phase(Phase.OBSERVING)
         r.again = True
         return r.decision("cooldown over: checking again")
     return r.decision(f"{r.status.phase.value.lower()}: waiting for the cooldown")
+
+
+def _reopening(r: Round, missing: Observation | None) -> tuple[str, str] | None:
+    """Why to tune again before the cooldown (a condition reason and words), or None.
+
+    - Converged, the targets missed in every window for ``SUSTAINED_MISS_WINDOWS`` evaluation
+      windows: TargetsMet has been False since its lastTransitionTime (a window that met would
+      have flipped it back), so the condition is the state and a restart resumes the count.
+    - Exhausted with trials left, a clean window (``missing``) missing the targets under a load
+      no longer comparable to the window the operator gave up on (``planner.LOAD_TOLERANCE``,
+      widened by counting noise as for trials): what nothing could help with under one load
+      says nothing of another (a queue that grew may now fill the slots more max-num-seqs adds).
+    """
+    if r.status.phase is Phase.CONVERGED:
+        met = get_condition(r.status.conditions, ConditionType.TARGETS_MET)
+        if met is None or met.status != "False" or met.last_transition_time is None:
+            return None
+        missed = r.since(met.last_transition_time)
+        if missed < SUSTAINED_MISS_WINDOWS * r.spec.evaluation.window_seconds:
+            return None
+        return "TargetsMissedAgain", (
+            f"targets missed in every window for {format_duration(missed)}: {met.message}"
+        )
+    gave_up_on = r.status.gave_up_on
+    if missing is None or gave_up_on is None:
+        return None
+    if r.status.trial_count >= r.spec.evaluation.max_trials:
+        return None
+    before, now = load_of(gave_up_on), missing.load
+    if before is None or before.comparable_to(now, LOAD_TOLERANCE):
+        return None
+    return "LoadMoved", (
+        f"the load moved since giving up ({before.request_rate:.3g} -> {now.request_rate:.3g} "
+        f"requests/s, {before.concurrency_mean:.3g} -> {now.concurrency_mean:.3g} in flight) "
+        "and the targets are missed"
+    )
