@@ -35,7 +35,7 @@ from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.convergence.blind import blind_planner, planning_with
 from latency_tuner.convergence.evaluate import meets
 from latency_tuner.convergence.measure import NAMESPACE
-from latency_tuner.convergence.protocol import TICK_SECONDS
+from latency_tuner.convergence.protocol import TICK_SECONDS, confirm_window
 from latency_tuner.convergence.replicated import ReplicatedDeployment, replicated_ports
 from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.convergence.virtual import (
@@ -137,6 +137,7 @@ async def _run(
     body = {"metadata": {"namespace": NAMESPACE, "name": TARGET}}
     rollouts = 0
     confirming: float | None = None
+    confirmed = 0.0  # the end of the confirming window
     history: list[str] = []
     windows: list[tuple[float, float]] = []
     kept: list[tuple[ContainerConfig, ContainerConfig]] = []
@@ -186,13 +187,13 @@ async def _run(
                                    config_of(running.to_container))  # fmt: skip
         if status.phase is Phase.CONVERGED:
             if confirming is None:
-                confirming = max(t, drifted)
-            elif t >= confirming + 2 * window:
+                confirming, confirmed = confirm_window(t, window, drifted)
+            elif t >= confirmed:
                 obs = dep.recorder.observe(end=t, seconds=2 * window, percentiles=percentiles(spec))
                 if meets(obs, spec.objectives, spec.evaluation.min_requests):
                     return result(True, False, confirming, "converged and confirmed")
                 history.append("converged but the longer window missed: looking again")
-                confirming = float("inf")  # wait for the operator to leave Converged
+                confirming = confirmed = float("inf")  # wait for the operator to leave Converged
         else:
             confirming = None
         if status.phase is Phase.EXHAUSTED and t >= drifted:  # under a drift it may resume

@@ -48,9 +48,12 @@ def trial_window(seen_ready: float, settle: float, window: float) -> TrialWindow
     return TrialWindow(start, start + window, next_look(start + window))
 
 
-def confirm_window(judged: float, window: float) -> tuple[float, float]:
-    """The longer window that must agree with a meeting one: twice as long, right after."""
-    return judged, judged + 2 * window
+def confirm_window(judged: float, window: float, drift_ends: float = 0.0) -> tuple[float, float]:
+    """The longer window that must agree with a meeting one: twice as long, right after; with a
+    drifting load, starting no sooner than the drift ends (the oracle scores the drifted rate:
+    a configuration that met the early load must hold there too)."""
+    start = max(judged, drift_ends)
+    return start, start + 2 * window
 
 
 def steady_warmup(settle: float, window: float) -> float:

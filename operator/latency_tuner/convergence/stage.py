@@ -128,7 +128,8 @@ class LiveStage:
         return self._measure(seen)
 
     def confirm(self) -> ObservationResult:
-        start, end = confirm_window(next_look(self.now), self.window)
+        drift_ends = self._scenario.workload.drift_seconds
+        start, end = confirm_window(next_look(self.now), self.window, drift_ends)
         return self._observe(end, end - start)
 
     def revert(self, container: ContainerConfig) -> None:

@@ -178,3 +178,16 @@ def test_a_drifting_load_succeeds_only_once_tuned_for_the_rate_it_drifts_to() ->
     args = list(result.final.args or ())
     seqs = args[args.index("--max-num-seqs") + 1]
     assert int(seqs) >= 16, result.history
+
+
+def test_a_search_on_a_drifting_load_is_confirmed_at_the_rate_it_drifts_to_as_well() -> None:
+    data = copy.deepcopy(EASY)
+    data["workload"] |= {"rate": 6, "drift": 4.0, "driftSeconds": 180}
+    scenario = parse_scenario(data)
+    grid = baselines.run_grid(LiveStage(scenario, make_world("matched", 0), 0),
+                              build_space(scenario), 4)  # fmt: skip
+    assert grid.success, grid.history
+    assert grid.seconds >= 180
+    assert "  the longer window missed: searching on" in grid.history  # the start met early on
+    args = list(grid.final.args or ())
+    assert int(args[args.index("--max-num-seqs") + 1]) >= 16, grid.history
