@@ -29,7 +29,9 @@ removes what history rules out:
   stays closed. Each such step narrows the range, so this ends.
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
-the diagnosis still pulls that way and the next rung is open ("continue while it helps").
+the diagnosis still pulls that way and the next rung is open ("continue while it helps"), and
+no open candidate is of a cheaper kind (TP 2 -> 4 waits while a larger max-num-seqs, judged
+on the one-GPU server and reopened by TP 2, may meet the targets at two GPUs).
 
 A numeric move may go several rungs at once (a knob lists the rungs beyond its first in
 ``Candidate.farther``): when the calibrated model expects the first rung to leave the targets
@@ -653,6 +655,10 @@ def _continuation(
         return []
     same_knob = [c for c in open_ if c.knob.value == last.knob]
     if not same_knob or same_knob[0].direction != direction:
+        return []
+    if same_knob[0].knob_class.rank > open_[0].knob_class.rank:
+        # A costlier knob does not go on while a cheaper kind is open again (the change just
+        # kept reopens what was judged on the server before it): fewest GPUs first.
         return []
     return [c for c in same_knob if c.direction == direction]
 

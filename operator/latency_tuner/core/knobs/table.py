@@ -116,8 +116,8 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
         ),
         Entry(K.TENSOR_PARALLEL, UP, 0.25, "more GPUs hold more KV cache", When.KV_FULL),
         # A queue behind slow prefills drains as fast as prefills finish: faster GEMMs (FP8
-        # weights; the variant's own gain replaces the 0) or prefill split over more GPUs
-        # raise the service rate. Lossy and costly, so ranked after the safe knobs above.
+        # weights; the variant's own gain replaces the 0) raise the service rate. Lossy, so
+        # ranked after the safe knobs above.
         Entry(
             K.QUANTIZATION,
             SET,
@@ -125,12 +125,14 @@ TABLE: dict[Bottleneck, tuple[Entry, ...]] = {
             "FP8 weights speed up the prefills the queue waits on",
             When.PREFILL_HEAVY,
         ),
+        # Whatever the steps the queue waits on are (prefills, or decodes that hold the slots
+        # it waits for), split over more GPUs each is shorter and the queue drains faster: the
+        # costly alternative to the replicas the advice names, ranked after everything else.
         Entry(
             K.TENSOR_PARALLEL,
             UP,
             0.3,
-            "the prefills the queue waits on split across GPUs",
-            When.PREFILL_HEAVY,
+            "the steps the queue waits on split across GPUs",
         ),
     ),
     Bottleneck.LONG_PREFILL: (

@@ -72,6 +72,21 @@ def test_continuation_goes_first_even_when_another_knob_ranks_higher() -> None:
     assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "8192")
 
 
+def test_more_gpus_do_not_continue_while_a_cheaper_change_is_open_again() -> None:
+    # max-num-seqs 256 -> 512 was reverted on one GPU; TP 2 was kept since, which reopens it
+    # (the server it was judged on is gone). TP 4 would continue the kept direction, but a
+    # safe change that may meet the targets at two GPUs goes first.
+    window = queueing()
+    cl = command_line("--max-num-seqs", "256", "--tensor-parallel-size", "2")
+    history = [
+        record("256", "512", Verdict.REVERT, window.load),
+        record(None, "2", Verdict.KEEP, window.load, KnobName.TENSOR_PARALLEL.value),
+    ]
+    change = next_change(window, cl, history, tensor_parallel={"maxSize": 4})
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
 def test_after_a_revert_the_next_rung_is_not_tried_under_the_same_load() -> None:
     window = queueing()
     cl = command_line("--max-num-seqs", "256")
