@@ -8,8 +8,9 @@ included), exactly as the kopf timer does over the Kubernetes adapters: the same
 writes and guarded patches. This module only keeps the score.
 
 Success: the phase reaches Converged and a window twice as long right after it meets every
-target too; with a drifting load, that window starts no sooner than the drift ends (the oracle
-scores the drifted rate: a configuration converged on the early load must still hold, or the
+target too; with a drifting load, that window starts no sooner than the load has been at its
+drifted rate for the oracle's warm-up (``protocol.drift_settled``: the oracle scores that steady
+state; a configuration converged on the early load must still hold there, or the
 operator must have tuned again, as it does after a sustained miss). The run ends there, when
 the operator gives up (Exhausted; under a drift, still Exhausted once the drift is over: a load
 that moved opens planning again), or when the rollout budget or the time limit (longer by the
@@ -35,7 +36,7 @@ from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.convergence.blind import blind_planner, planning_with
 from latency_tuner.convergence.evaluate import meets
 from latency_tuner.convergence.measure import NAMESPACE
-from latency_tuner.convergence.protocol import TICK_SECONDS, confirm_window
+from latency_tuner.convergence.protocol import TICK_SECONDS, confirm_window, drift_settled
 from latency_tuner.convergence.replicated import ReplicatedDeployment, replicated_ports
 from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.convergence.virtual import (
@@ -124,8 +125,9 @@ async def _run(
     startup = STARTUP_SECONDS * run.replicas
     # A drifting load is scored at its drifted rate (the oracle's): a success counts only once
     # the load has got there, and the run lasts that much longer.
-    drifted = scenario.workload.drift_seconds
-    limit = time_limit or budget * (startup + spec.evaluation.settle_seconds + 3 * window) + drifted
+    settle = spec.evaluation.settle_seconds
+    drifted = drift_settled(scenario.workload.drift_seconds, settle, window)
+    limit = time_limit or budget * (startup + settle + 3 * window) + drifted
     dep: VirtualDeployment | ReplicatedDeployment
     if run.replicas == 1:
         dep = VirtualDeployment(scenario, world, seed)

@@ -48,12 +48,19 @@ def trial_window(seen_ready: float, settle: float, window: float) -> TrialWindow
     return TrialWindow(start, start + window, next_look(start + window))
 
 
-def confirm_window(judged: float, window: float, drift_ends: float = 0.0) -> tuple[float, float]:
+def confirm_window(judged: float, window: float, not_before: float = 0.0) -> tuple[float, float]:
     """The longer window that must agree with a meeting one: twice as long, right after; with a
-    drifting load, starting no sooner than the drift ends (the oracle scores the drifted rate:
-    a configuration that met the early load must hold there too)."""
-    start = max(judged, drift_ends)
+    drifting load, starting no sooner than ``drift_settled`` (the oracle scores the drifted
+    rate's steady state: a configuration that met the early load must hold there too)."""
+    start = max(judged, not_before)
     return start, start + 2 * window
+
+
+def drift_settled(drift_seconds: float, settle: float, window: float) -> float:
+    """When a drifting load has been at its drifted rate as long as the oracle warms a pod up
+    before it measures (its queue built up, as in the oracle's steady state); 0 without drift.
+    No confirming window starts sooner (``confirm_window``)."""
+    return drift_seconds + steady_warmup(settle, window) if drift_seconds > 0 else 0.0
 
 
 def steady_warmup(settle: float, window: float) -> float:

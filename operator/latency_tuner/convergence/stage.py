@@ -18,6 +18,7 @@ from latency_tuner.convergence.evaluate import Failed, engine_config
 from latency_tuner.convergence.protocol import (
     TICK_SECONDS,
     confirm_window,
+    drift_settled,
     next_look,
     trial_window,
 )
@@ -128,8 +129,8 @@ class LiveStage:
         return self._measure(seen)
 
     def confirm(self) -> ObservationResult:
-        drift_ends = self._scenario.workload.drift_seconds
-        start, end = confirm_window(next_look(self.now), self.window, drift_ends)
+        settled = drift_settled(self._scenario.workload.drift_seconds, self.settle, self.window)
+        start, end = confirm_window(next_look(self.now), self.window, settled)
         return self._observe(end, end - start)
 
     def revert(self, container: ContainerConfig) -> None:
