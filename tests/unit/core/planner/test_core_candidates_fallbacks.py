@@ -121,23 +121,3 @@ def test_without_chunking_the_budget_is_not_offered_against_interference_either_
     d = diagnose(window, ITL, cl, H100, spec)
     result = plan(d, window, cl, spec, H100)
     assert isinstance(result, Exhausted)
-
-
-def test_a_queue_behind_decodes_with_the_safe_knobs_spent_tries_more_gpus_per_replica() -> None:
-    # Slots full at their bound, KV cache not full, prefill a small share of each request's
-    # time: the queue waits on decode steps, which tensor parallelism shortens.
-    window = queueing(kv_cache_usage_max=0.7, decode_time_mean=4.0, prefill_time_mean=0.05)
-    spec = knobs(
-        max_num_seqs={"min": 16, "max": 256},
-        max_num_batched_tokens=None,
-        gpu_memory_utilization=None,
-        prefix_caching=False,
-        tensor_parallel={"maxSize": 4},
-    )
-    line = command_line("--max-num-seqs", "256")
-    d = diagnose(window, TTFT, line, H100, spec)
-    assert d.bottleneck is Bottleneck.QUEUEING
-    change = plan(d, window, line, spec, H100)
-    assert isinstance(change, Change), change
-    assert (change.knob, change.to_value) == (KnobName.TENSOR_PARALLEL, "2")
-    assert "the steps the queue waits on split across GPUs" in change.reason

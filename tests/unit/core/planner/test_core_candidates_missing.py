@@ -71,6 +71,10 @@ def test_a_queue_behind_long_decodes_is_offered_more_gpus_but_not_faster_prefill
     d = diagnose(window, TTFT, CL, H100, spec)
     assert KnobName.QUANTIZATION not in d.knobs
     assert d.knobs[-1] is KnobName.TENSOR_PARALLEL
+    change = plan(d, window, CL, spec, H100)
+    assert isinstance(change, Change), change
+    assert (change.knob, change.to_value) == (KnobName.TENSOR_PARALLEL, "2")
+    assert "the steps the queue waits on split across GPUs" in change.reason
 
 
 def _queue_behind_a_full_kv_cache() -> Observation:
