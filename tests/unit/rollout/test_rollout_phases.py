@@ -728,7 +728,14 @@ def test_an_exhausted_target_plans_again_once_the_load_it_gave_up_on_has_moved()
 def test_an_exhausted_target_whose_load_moved_but_meets_its_targets_rests() -> None:
     run = Run()
     gave_up(run, window(BEFORE))
-    lighter = window(BEFORE, request_rate=5.0, requests=300, ttft={50: 0.1, 90: 0.2, 99: 0.3})
+    lighter = window(
+        BEFORE,
+        request_rate=5.0,
+        requests=300,
+        running_mean=4.0,
+        waiting_mean=0.0,
+        ttft={50: 0.1, 90: 0.2, 99: 0.3},
+    )
     run.later(WINDOW).step(facts(BEFORE, current=lighter))
     assert run.phase() is Phase.EXHAUSTED
 
