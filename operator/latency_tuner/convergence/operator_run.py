@@ -138,8 +138,7 @@ async def _run(
     reconciler = Reconciler(ports)
     body = {"metadata": {"namespace": NAMESPACE, "name": TARGET}}
     rollouts = 0
-    confirming: float | None = None
-    confirmed = 0.0  # the end of the confirming window
+    confirming: float | None = None  # when the confirming window starts
     history: list[str] = []
     windows: list[tuple[float, float]] = []
     kept: list[tuple[ContainerConfig, ContainerConfig]] = []
@@ -189,13 +188,13 @@ async def _run(
                                    config_of(running.to_container))  # fmt: skip
         if status.phase is Phase.CONVERGED:
             if confirming is None:
-                confirming, confirmed = confirm_window(t, window, drifted)
-            elif t >= confirmed:
+                confirming = confirm_window(t, window, drifted)[0]
+            elif t >= confirming + 2 * window:
                 obs = dep.recorder.observe(end=t, seconds=2 * window, percentiles=percentiles(spec))
                 if meets(obs, spec.objectives, spec.evaluation.min_requests):
                     return result(True, False, confirming, "converged and confirmed")
                 history.append("converged but the longer window missed: looking again")
-                confirming = confirmed = float("inf")  # wait for the operator to leave Converged
+                confirming = float("inf")  # wait for the operator to leave Converged
         else:
             confirming = None
         if status.phase is Phase.EXHAUSTED and t >= drifted:  # under a drift it may resume
