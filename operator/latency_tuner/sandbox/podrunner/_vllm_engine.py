@@ -6,9 +6,11 @@ vllm.entrypoints.openai.api_server --model MODEL_DIR --served-model-name NAME FL
 127.0.0.1 --port P``: the container's own flags go to real vLLM untouched (so a flag it refuses
 fails the pod, as it would in a cluster), the model it names becomes the served name (what
 clients and the metrics' ``model_name`` label see), and the weights are the tiny local model.
-``--host``/``--port`` are replaced. The node's GPU and the GPU limit are not passed on: real
-vLLM runs on this machine's CPU whatever the node labels say (a container asking for tensor
-parallelism would ask the CPU backend for it, so real-engine scenarios keep to one GPU).
+``--host``/``--port`` are replaced, and ``--dtype`` is set for this CPU unless the container
+names one (``realengine.server.cpu_compute_dtype``: the weights are ours, so is their compute
+dtype). The node's GPU and the GPU limit are not passed on: real vLLM runs on this machine's CPU
+whatever the node labels say (a container asking for tensor parallelism would ask the CPU
+backend for it, so real-engine scenarios keep to one GPU).
 
 ``RealVllmEngine.installed()`` finds the venv ``scripts/setup-vllm.sh`` made (it never
 installs: ``VllmUnavailable`` says which script to run) and builds or reuses the tiny model.
@@ -22,7 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from latency_tuner.realengine.server import ENTRYPOINT, server_env
+from latency_tuner.realengine.server import (
+    ENTRYPOINT,
+    cpu_compute_dtype,
+    server_env,
+    with_dtype,
+)
 from latency_tuner.realengine.venv import build_tiny_model, vllm_python
 from latency_tuner.sandbox.podrunner._engine import (
     EngineCommand,
@@ -38,6 +45,7 @@ class RealVllmEngine:
     python: Path
     model_dir: Path
     env: Mapping[str, str] = field(default_factory=dict)  # over the server's own environment
+    dtype: str = field(default_factory=cpu_compute_dtype)  # unless a container names one
 
     @classmethod
     def installed(cls, env: Mapping[str, str] | None = None) -> RealVllmEngine:
@@ -54,7 +62,7 @@ class RealVllmEngine:
         rest = cl.without("host").without("port").without("served-model-name")
         args = [
             "--model", str(self.model_dir), "--served-model-name", *served.split(),
-            *flag_words(rest), "--host", "127.0.0.1", "--port", str(port),
+            *with_dtype(flag_words(rest), self.dtype), "--host", "127.0.0.1", "--port", str(port),
         ]  # fmt: skip
         return EngineCommand(
             program=(str(self.python), "-m", ENTRYPOINT),
