@@ -12,11 +12,15 @@ Calibration: the window's measured means (prefill time, inter-token latency) ove
 give one factor per stage, and the rest of TTFT (HTTP, tokenising) is carried over as
 measured; the candidate's stages are the model's times the same factors, so the running
 configuration forecasts exactly what was measured and a candidate differs only by what the
-model knows of the change. The queue is M/M/1 at the busier of the engine and its slots
-(max-num-seqs, or the requests the KV cache holds), with the utilisation read from the
-measured queue time rather than from the arrival rate (closed-loop clients keep a server
-"busy" without a queue); a candidate's utilisation scales with its service time at the same
-arrivals, and at or beyond saturation the queue grows over the window.
+model knows of the change. The queue forms at the busier of the engine (one server: the
+engine time a request takes, its decodes batched as fully as the slots allow, so a
+continuous batch that keeps up is not read as a busy server) and its slots (max-num-seqs, or
+the requests the KV cache holds: M/M/c, each slot a server holding a request for its prefill
+and decode, so doubling a nearly full set of slots empties the queue, as Erlang's formula
+says and one fast server does not), with the utilisation read from the measured queue time
+rather than from the arrival rate (closed-loop clients keep a server "busy" without a queue);
+a candidate's utilisation scales with its service time at the same arrivals, and at or beyond
+saturation the queue grows over the window.
 
 A queue of requests waiting for a slot that does not grow (the window is not saturated) is
 also read as the requests the clients keep in flight: a closed loop holds its requests in the
@@ -126,6 +130,8 @@ class _Stages:
     prefill: float  # scheduled -> first token, with the batch's decodes in each step
     prefill_work: float  # the engine time of the prefill alone
     decode_share: float  # a request's share of its decode steps
+    # ... with the batch as large as the slots allow: the engine's capacity per request
+    full_decode_share: float
     slots: float  # requests that can run at once
 
     def itl_at(self, percentile: int) -> float:
@@ -229,9 +235,9 @@ def calibrate(
     prefill_factor = o.prefill_time_mean / model.prefill
     calibrated = _scaled(model, itl_factor, prefill_factor)
     queue = max(o.queue_time_mean, 0.0)
-    service, nominal = _bottleneck(calibrated, load)
-    # M/M/1: wait = service * u / (1 - u), so u = wait / (wait + service).
-    utilisation = queue / (queue + service) if queue > 0 and service > 0 else 0.0
+    server = _bottleneck(calibrated, load)
+    nominal = server.utilisation
+    utilisation = _utilisation(queue, server)
     quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
     modelled_quantile = calibrated.itl_at(itl_percentile) if itl_percentile is not None else 0.0
     waiting = load.demand - load.batch
@@ -283,9 +289,9 @@ def forecast(
     wider = _slots(candidate, load) > calibration.slots
     batch = load.demand if wider else load.batch
     stages = _scaled(_stages(cost, load, batch, hit or 0.0), itl_factor, prefill_factor)
-    service, nominal = _bottleneck(stages, load)
-    busy = calibration.queue_load * nominal
-    wait = max(_wait(busy, service, load.window), _held_wait(calibration, stages))
+    server = _bottleneck(stages, load)
+    busy = calibration.queue_load * server.utilisation
+    wait = max(_wait(busy, server, load.window), _held_wait(calibration, stages))
     if calibration.itl_percentile is not None and calibration.itl_quantile is not None:
         quantile = stages.itl_at(calibration.itl_percentile) * calibration.itl_quantile_factor
         itl = _change(quantile, calibration.itl_quantile)
@@ -331,6 +337,12 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     context = int(load.prompt + load.output / 2)
     draft = config.spec.num_speculative_tokens if config.spec is not None else 0
     step = cost.step_time(decode_contexts=[context] * n, prefill_chunks=[], spec_tokens=draft)
+    full = max(1, round(min(slots, MAX_BATCH)))
+    full_step = (
+        step
+        if full == n
+        else cost.step_time(decode_contexts=[context] * full, prefill_chunks=[], spec_tokens=draft)
+    )
     per_step = cost.tokens_per_decode_step_expected()
     cached = int(load.prompt * min(max(hit, 0.0), 1.0))
     uncached = max(int(load.prompt) - cached, 1)
@@ -362,6 +374,7 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
         prefill=prefill * scale,
         prefill_work=work * scale,
         decode_share=load.output / per_step * step / n,
+        full_decode_share=load.output / per_step * full_step / full,
         slots=slots,
     )
 
@@ -375,6 +388,7 @@ def _scaled(stages: _Stages, itl_factor: float, prefill_factor: float) -> _Stage
         prefill=stages.prefill * prefill_factor,
         prefill_work=stages.prefill_work * prefill_factor,
         decode_share=stages.decode_share * itl_factor,
+        full_decode_share=stages.full_decode_share * itl_factor,
         slots=stages.slots,
     )
 
@@ -408,18 +422,58 @@ def _held_wait(calibration: Calibration, stages: _Stages) -> float:
     )
 
 
-def _bottleneck(stages: _Stages, load: _Load) -> tuple[float, float]:
-    """(service time, utilisation at the load's rate) of the busier of the engine (the engine
-    time a request takes) and its slots (the time a request holds one, over the slots)."""
-    engine = stages.prefill_work + stages.decode_share
-    slot = _slot_time(stages, load) / stages.slots
-    return max(((engine, load.rate * engine), (slot, load.rate * slot)), key=lambda p: p[1])
+@dataclass(frozen=True)
+class _Server:
+    """Where requests queue: ``servers`` alike, each busy ``service`` seconds a request."""
+
+    service: float
+    servers: int
+    utilisation: float  # at the load's arrival rate
 
 
-def _wait(busy: float, service: float, window: float) -> float:
-    """Mean queue time at utilisation ``busy``: M/M/1 below saturation; at or beyond it, the
+def _bottleneck(stages: _Stages, load: _Load) -> _Server:
+    """The busier of the engine (one server: the engine time a request takes, at the largest
+    batch the slots allow) and its slots (each holds a request for its slot time)."""
+    engine = stages.prefill_work + stages.full_decode_share
+    slots = max(1, round(min(stages.slots, MAX_BATCH)))
+    slot = _slot_time(stages, load)
+    return max(
+        (_Server(engine, 1, load.rate * engine), _Server(slot, slots, load.rate * slot / slots)),
+        key=lambda server: server.utilisation,
+    )
+
+
+def _queued(busy: float, server: _Server) -> float:
+    """Mean queue time of M/M/c at utilisation ``busy`` (< 1): Erlang C's chance of waiting
+    times the time for one of the busy servers to free (M/M/1's ``s u / (1 - u)`` at c = 1)."""
+    c, offered = server.servers, busy * server.servers
+    blocked = 1.0  # Erlang B, by its recursion over the servers
+    for k in range(1, c + 1):
+        blocked = offered * blocked / (k + offered * blocked)
+    waits = c * blocked / (c - offered * (1.0 - blocked))
+    return waits * server.service / (c - offered)
+
+
+def _wait(busy: float, server: _Server, window: float) -> float:
+    """Mean queue time at utilisation ``busy``: M/M/c below saturation; at or beyond it, the
     mean wait of a queue that grows at the excess rate over the window."""
     if busy < SATURATED:
-        return service * busy / (1.0 - busy)
+        return _queued(busy, server)
     growing = (busy - 1.0) * window / 2.0
-    return max(service * SATURATED / (1.0 - SATURATED), growing)
+    return max(_queued(SATURATED, server), growing)
+
+
+def _utilisation(queue: float, server: _Server) -> float:
+    """The utilisation at which ``server`` queues requests ``queue`` seconds on average (the
+    inverse of ``_queued``): ``q / (q + s)`` for one server, by bisection for more."""
+    if queue <= 0 or server.service <= 0:
+        return 0.0
+    if server.servers == 1:
+        return queue / (queue + server.service)
+    if queue >= _queued(SATURATED, server):
+        return SATURATED  # a queue this long is read as saturation
+    low, high = 0.0, SATURATED
+    for _ in range(50):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if _queued(middle, server) < queue else (low, middle)
+    return (low + high) / 2.0

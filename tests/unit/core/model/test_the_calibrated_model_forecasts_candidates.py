@@ -104,6 +104,49 @@ def test_more_slots_shorten_a_queue_that_waits_for_them() -> None:
     assert forecast.itl > 0  # a larger batch decodes each token a little more slowly
 
 
+def _open_loop_on_nearly_full_slots(config: EngineConfig, queue: float) -> Observation:
+    """Poisson arrivals keeping 13 of 16 slots busy on average (Little's law sets the rate),
+    fewer than one request waiting, ``queue`` seconds of queueing."""
+    base = window_of(config, running=13)
+    assert base.prefill_time_mean is not None
+    assert base.itl_mean is not None
+    slot_time = base.prefill_time_mean + 200 * base.itl_mean
+    return window_of(config, running=13, queue=queue, waiting_mean=0.5, request_rate=13 / slot_time)
+
+
+def test_doubling_nearly_full_slots_removes_most_of_an_open_loop_queue() -> None:
+    """At 13 of 16 slots busy a queue comes and goes; at 13 of 32 a request seldom waits. The
+    engine is read at the batch its slots allow (a continuous batch that keeps up is not a
+    fully busy server), so twice the slots are twice its capacity: over half the queue goes.
+    (Read at the batch it ran, the engine looked fully busy at any load it kept up with, and
+    the forecast kept nine tenths of the queue: -9% TTFT where no queue at all is -68%.)"""
+    cl = command_line("--max-num-seqs", "16")
+    running, candidate = engine(cl), engine(cl.with_value("max-num-seqs", "32"))
+    window = _open_loop_on_nearly_full_slots(running, queue=0.07)
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    assert not calibration.held
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.ttft is not None
+    assert window.ttft_mean is not None
+    no_queue = -0.07 / window.ttft_mean
+    assert no_queue <= forecast.ttft < no_queue / 2
+
+
+@pytest.mark.parametrize("queue", [0.001, 0.07, 0.5])
+def test_a_queue_for_slots_is_forecast_as_measured_on_the_running_configuration(
+    queue: float,
+) -> None:
+    running = engine(command_line("--max-num-seqs", "16"))
+    window = _open_loop_on_nearly_full_slots(running, queue=queue)
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, running)
+    assert forecast is not None
+    assert forecast.ttft == pytest.approx(0.0, abs=1e-6)
+
+
 def test_without_a_queue_more_slots_leave_ttft_about_as_it_was() -> None:
     """A closed-loop client keeps the server busy without queueing: the model reads the
     utilisation from the measured queue, so no queue is forecast where none was."""
@@ -296,3 +339,19 @@ def test_a_growing_queue_is_not_read_as_clients_holding_their_requests() -> None
     assert calibration is not None
     assert not calibration.held
     assert _ttft_after(growing, running, 16) < _ttft_after(steady, running, 16)
+
+
+def test_slots_queue_as_m_m_c_and_the_utilisation_is_read_back_from_the_queue() -> None:
+    """Erlang C: one server is M/M/1 (s u / (1 - u)); two at half load wait s / 3 (M/M/2's
+    s rho^2 / (1 - rho^2)); the calibration's inverse returns the utilisation it came from."""
+    one = model._Server(service=1.0, servers=1, utilisation=0.8)
+    assert model._wait(0.8, one, 60.0) == pytest.approx(4.0)
+    two = model._Server(service=1.0, servers=2, utilisation=0.5)
+    assert model._wait(0.5, two, 60.0) == pytest.approx(1 / 3)
+    # Sixteen slots queue less than half as long as one server sixteen times as fast.
+    sixteen = model._Server(service=1.6, servers=16, utilisation=0.8)
+    one_fast = model._Server(service=0.1, servers=1, utilisation=0.8)
+    assert model._wait(0.8, sixteen, 60.0) < model._wait(0.8, one_fast, 60.0) / 2
+    for busy in (0.05, 0.5, 0.9, 0.97):
+        queue = model._wait(busy, sixteen, 60.0)
+        assert model._utilisation(queue, sixteen) == pytest.approx(busy, abs=1e-9)
