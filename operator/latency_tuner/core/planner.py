@@ -592,6 +592,11 @@ def _ruled_out(
             continue  # Inconclusive or unfinished: nothing was learned (yet)
         if record.verdict is Verdict.REVERT and _reconfigured_since(history, index):
             continue  # judged on a server that is gone (TP2 since can make it help)
+        if record.verdict is Verdict.REVERT and record.refinement:
+            # Judged for margin with the targets met: its gain was not beyond the noise of met
+            # latencies, which says nothing of whether it fixes a miss (refining itself stops
+            # after it; a revert as a fix rules the value out as usual).
+            continue
         if comparable:
             return f"{label} was tried under a comparable load ({record.verdict.value})"
     return None

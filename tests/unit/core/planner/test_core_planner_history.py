@@ -470,3 +470,18 @@ def test_a_change_that_could_not_be_scheduled_twice_rests() -> None:
                         max_num_batched_tokens=None, gpu_memory_utilization=None)  # fmt: skip
     assert isinstance(twice, Exhausted)
     assert "could not be scheduled 2 times" in twice.reason
+
+
+def test_a_change_reverted_for_margin_is_still_tried_to_fix_a_miss_under_the_same_load() -> None:
+    """A refinement is judged on the sum of met latencies' ratios against the window's noise:
+    its revert says the margin it bought was not beyond chance, not that it cannot fix a miss.
+    Reverted as a fix, it is ruled out as usual."""
+    window = queueing()
+    cl = command_line()
+    for_margin = TrialRecord(SEQS, None, "512", Verdict.REVERT, window.load, refinement=True)
+    change = next_change(window, cl, [for_margin])
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+    as_a_fix = record(None, "512", Verdict.REVERT, window.load)
+    change = next_change(window, cl, [for_margin, as_a_fix])
+    assert not (isinstance(change, Change) and change.to_value == "512")
