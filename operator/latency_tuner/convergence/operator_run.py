@@ -26,6 +26,7 @@ change (the configuration it replaced and the one it kept).
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 
 from latency_tuner.api.durations import parse_timestamp
@@ -138,7 +139,7 @@ async def _run(
     reconciler = Reconciler(ports)
     body = {"metadata": {"namespace": NAMESPACE, "name": TARGET}}
     rollouts = 0
-    confirming: float | None = None  # when the confirming window starts
+    confirming: tuple[float, float] | None = None  # the confirming window: start, end
     history: list[str] = []
     windows: list[tuple[float, float]] = []
     kept: list[tuple[ContainerConfig, ContainerConfig]] = []
@@ -188,13 +189,14 @@ async def _run(
                                    config_of(running.to_container))  # fmt: skip
         if status.phase is Phase.CONVERGED:
             if confirming is None:
-                confirming = confirm_window(t, window, drifted)[0]
-            elif t >= confirming + 2 * window:
-                obs = dep.recorder.observe(end=t, seconds=2 * window, percentiles=percentiles(spec))
+                confirming = confirm_window(t, window, drifted)
+            elif t >= confirming[1]:
+                length = confirming[1] - confirming[0]
+                obs = dep.recorder.observe(end=t, seconds=length, percentiles=percentiles(spec))
                 if meets(obs, spec.objectives, spec.evaluation.min_requests):
-                    return result(True, False, confirming, "converged and confirmed")
+                    return result(True, False, confirming[0], "converged and confirmed")
                 history.append("converged but the longer window missed: looking again")
-                confirming = float("inf")  # wait for the operator to leave Converged
+                confirming = (math.inf, math.inf)  # wait for the operator to leave Converged
         else:
             confirming = None
         if status.phase is Phase.EXHAUSTED and t >= drifted:  # under a drift it may resume
