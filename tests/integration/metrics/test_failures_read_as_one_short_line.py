@@ -44,7 +44,7 @@ def page_server(status: int) -> Iterator[str]:
         thread.join(timeout=5)
 
 
-@pytest.fixture(params=[404, 200], ids=["not-found", "a-web-page"])
+@pytest.fixture(params=[404, 503, 200], ids=["not-found", "unavailable", "a-web-page"])
 def web_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, int]]:
     with page_server(request.param) as url:
         yield url, request.param
@@ -66,6 +66,8 @@ async def test_a_prometheus_url_that_is_a_web_server_says_so(web_server: tuple[s
         == {
             404: f"Prometheus at {url} answered with an error: HTTP 404: not found (is the URL a "
             "Prometheus server, with its path prefix?)",
+            503: f"Prometheus at {url} answered with an error: HTTP 503: unavailable (Prometheus "
+            "starting or stopping, or a proxy with no server behind it)",
             200: f"{url} answered with something that is not Prometheus' JSON API: is it the URL "
             "of a Prometheus server?",
         }[status]

@@ -297,6 +297,7 @@ def _refusal(text: str) -> str:
         401: "unauthorized (bearer token missing or wrong)",
         403: "forbidden (the token may not query)",
         404: "not found (is the URL a Prometheus server, with its path prefix?)",
+        503: "unavailable (Prometheus starting or stopping, or a proxy with no server behind it)",
     }.get(status, "not a Prometheus error answer")
     return f"HTTP {status}: {hint}"
 
