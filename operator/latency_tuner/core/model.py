@@ -28,7 +28,11 @@ system whatever the server does, so with more slots fewer of them wait, and each
 slots to turn over (Little's law: waiting / throughput, the throughput being the slots over
 the time a request holds one). A candidate's queue is the larger of the two readings, each
 scaled to what the window measured. M/M/1 alone would forecast a server with twice the slots
-nearly queue-free when 64 clients wait on 8 slots, where 16 still leave 48 waiting.
+nearly queue-free when 64 clients wait on 8 slots, where 16 still leave 48 waiting. Such
+clients also send the next request as one returns, so a candidate that turns their requests
+over faster sees them arrive faster (the requests in flight over the time each takes, at most
+what the engine serves), and the prefills they bring stall more decode steps: the candidate's
+stages are timed at that rate.
 
 Forecasts are relative changes of the means; the trial applies them to the objectives'
 percentiles, except an ITL objective's, which the model reads as the window does (Prometheus'
@@ -43,7 +47,7 @@ either). Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
@@ -289,6 +293,10 @@ def forecast(
     wider = _slots(candidate, load) > calibration.slots
     batch = load.demand if wider else load.batch
     stages = _scaled(_stages(cost, load, batch, hit or 0.0), itl_factor, prefill_factor)
+    turned = _closed_loop_rate(calibration, stages)
+    if turned is not None:
+        closed = replace(load, rate=turned)
+        stages = _scaled(_stages(cost, closed, batch, hit or 0.0), itl_factor, prefill_factor)
     server = _bottleneck(stages, load)
     busy = calibration.queue_load * server.utilisation
     wait = max(_wait(busy, server, load.window), _held_wait(calibration, stages))
@@ -403,6 +411,30 @@ def _slots(config: EngineConfig, load: _Load) -> float:
 def _slot_time(stages: _Stages, load: _Load) -> float:
     """The time a request holds a slot: its prefill and its output tokens."""
     return stages.prefill + load.output * stages.itl
+
+
+def _closed_loop_rate(calibration: Calibration, stages: _Stages) -> float | None:
+    """The arrival rate the candidate would see from clients that hold their requests in
+    flight (the window's queue read as ``held``), or None (an open load keeps its rate).
+    Such clients send the next request as one returns, so the rate follows the requests in
+    flight over the time each takes (Little's law), at most what the engine can serve: a
+    server that turns requests over faster gets them back faster, and the prefills they bring
+    stall more decode steps. Relative to the window's e2e (the model's error cancels), and
+    with no think time between requests (the most the rate can change)."""
+    c, load = calibration, calibration.load
+    if not c.held or c.e2e <= 0:
+        return None
+    e2e = (
+        c.overhead
+        + _held_wait(c, stages)
+        + stages.prefill
+        + max(load.output - 1.0, 0.0) * stages.itl
+    )
+    if e2e <= 0:
+        return None
+    engine = stages.prefill_work + stages.full_decode_share
+    ceiling = SATURATED / engine if engine > 0 else math.inf
+    return min(load.rate * c.e2e / e2e, max(ceiling, load.rate))
 
 
 def _held_wait(calibration: Calibration, stages: _Stages) -> float:

@@ -7,6 +7,8 @@ from typing import Any
 from latency_tuner.api.spec import Knobs, Objective, Objectives
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
+from latency_tuner.perf.config import EngineConfig
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
 
 H100 = HardwareInfo.from_labels("NVIDIA-H100-80GB-HBM3", gpus_per_node=8)
@@ -162,3 +164,31 @@ def prefill_stalls(**overrides: Any) -> Observation:
         "prefix_cache_hit_rate": 0.0,
     }
     return healthy(**{**fields, **overrides})
+
+
+def window_of(config: EngineConfig, **overrides: Any) -> Observation:
+    """A window measured on ``config``: its ITL and prefill times what the roofline gives
+    (times ``slow``, default 1), 8 requests running, ``queue`` seconds of queueing."""
+    slow = overrides.pop("slow", 1.0)
+    queue = overrides.pop("queue", 0.0)
+    prompt, output, running = overrides.pop("prompt", 1000), 200, overrides.pop("running", 8)
+    cost = CostModel(config)
+    step = cost.step_time(decode_contexts=[prompt + output // 2] * running, prefill_chunks=[])
+    prefill = cost.step_time(decode_contexts=[prompt] * (running - 1), prefill_chunks=[(prompt, 0)])
+    itl, prefill = step * slow, prefill * slow
+    fields: dict[str, Any] = {
+        "window_seconds": 120.0,
+        "requests": 240,
+        "pods": 1,
+        "ttft_mean": 0.01 + queue + prefill,
+        "itl_mean": itl,
+        "queue_time_mean": queue,
+        "prefill_time_mean": prefill,
+        "request_rate": 2.0,
+        "prompt_tokens_mean": float(prompt),
+        "generation_tokens_mean": float(output),
+        "running_mean": float(running),
+        "waiting_mean": 0.0,
+    }
+    fields.update(overrides)
+    return Observation(**fields)

@@ -7,14 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.unit.core.builders import H100, command_line
+from tests.unit.core.builders import H100, command_line, window_of
 
 from latency_tuner.core import model
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.model import MAX_BATCH
 from latency_tuner.core.observation import Observation
 from latency_tuner.perf.config import EngineConfig
-from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
@@ -25,34 +24,6 @@ def engine(cl: VllmCommandLine, gpus: int = 1, hardware: HardwareInfo = H100) ->
     config = model.engine_config(cl, gpus, hardware)
     assert config is not None
     return config
-
-
-def window_of(config: EngineConfig, **overrides: Any) -> Observation:
-    """A window measured on ``config``: its ITL and prefill times what the roofline gives
-    (times ``slow``, default 1), 8 requests running, ``queue`` seconds of queueing."""
-    slow = overrides.pop("slow", 1.0)
-    queue = overrides.pop("queue", 0.0)
-    prompt, output, running = overrides.pop("prompt", 1000), 200, overrides.pop("running", 8)
-    cost = CostModel(config)
-    step = cost.step_time(decode_contexts=[prompt + output // 2] * running, prefill_chunks=[])
-    prefill = cost.step_time(decode_contexts=[prompt] * (running - 1), prefill_chunks=[(prompt, 0)])
-    itl, prefill = step * slow, prefill * slow
-    fields: dict[str, Any] = {
-        "window_seconds": 120.0,
-        "requests": 240,
-        "pods": 1,
-        "ttft_mean": 0.01 + queue + prefill,
-        "itl_mean": itl,
-        "queue_time_mean": queue,
-        "prefill_time_mean": prefill,
-        "request_rate": 2.0,
-        "prompt_tokens_mean": float(prompt),
-        "generation_tokens_mean": float(output),
-        "running_mean": float(running),
-        "waiting_mean": 0.0,
-    }
-    fields.update(overrides)
-    return Observation(**fields)
 
 
 def test_the_running_configuration_is_forecast_as_measured() -> None:
@@ -355,3 +326,27 @@ def test_slots_queue_as_m_m_c_and_the_utilisation_is_read_back_from_the_queue() 
     for busy in (0.05, 0.5, 0.9, 0.97):
         queue = model._wait(busy, sixteen, 60.0)
         assert model._utilisation(queue, sixteen) == pytest.approx(busy, abs=1e-9)
+
+
+def _itl_after(window: Observation, running: EngineConfig, slots: int) -> float:
+    cl = command_line("--max-num-seqs", "8").with_value("max-num-seqs", str(slots))
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, engine(cl))
+    assert forecast is not None
+    assert forecast.itl is not None
+    return forecast.itl
+
+
+def test_clients_holding_their_requests_bring_more_prefills_to_more_slots() -> None:
+    """A closed loop sends the next request as one returns: 64 slots turn its 64 requests over
+    several times faster than 8, so several times as many prefills stall the decode steps, and
+    ITL rises more than the same move under arrivals that keep their rate (a backlog that grows
+    is an open loop falling behind)."""
+    running = engine(command_line("--max-num-seqs", "8"))
+    held = _closed_loop(running)
+    open_loop = _closed_loop(running, waiting_delta=200.0, running_delta=0.0)
+    closed, opened = _itl_after(held, running, 64), _itl_after(open_loop, running, 64)
+    assert closed > opened + 0.05
+    # Its own slots turn the requests over as measured: nothing to come back faster.
+    assert _itl_after(held, running, 8) == pytest.approx(0.0, abs=1e-6)
