@@ -44,7 +44,11 @@ candidates are ordered by the score the calibrated performance model (``core.mod
 after each: every objective's observed ratio to its threshold times the forecast change of its
 latency, or, where the model cannot forecast a latency the candidate aims at, less the knob's
 prior gain. A candidate the model expects to leave the score where it is ranks behind one it
-expects to lower it, whatever the priors say.
+expects to lower it, whatever the priors say. The order of kinds yields in one case: where the
+model expects no configuration on the running GPUs to come near the targets and some on more
+GPUs to meet them (``reach.fewest_gpus``), a move towards the fewest such GPUs goes first (a
+cheaper change judged on GPUs that cannot do is judged again once they change), and a move
+along a ladder does not jump past them.
 
 ``refine`` is the planner once the targets are met: the one safe change, if any, that the
 model expects to buy a larger margin than a trial could tell from chance (the sum of
@@ -253,10 +257,24 @@ def plan(
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
+    destination: int | None = None
     if forecasts is not None:
         # Within the order of kinds, by the score the model expects (stable: ties keep the
         # ranking's order).
         open_.sort(key=lambda c: (c.sort_key()[:2], forecasts.violation(c)))
+        # Where the targets are met at the fewest GPUs, the way there first: no cheaper kind
+        # is worth a rollout on GPUs the model expects none of to come near them.
+        # (Forecast only where it can change the choice: a move to more GPUs is open and not
+        # first already; the space's forecasts cost up to ~60 ms on the operator's loop.)
+        gpus = forecasts.running.num_gpus
+        if (
+            any((forecasts.gpus(c) or 0) > gpus for c in open_[1:])
+            and (forecasts.gpus(open_[0]) or 0) <= gpus
+        ):
+            destination = forecasts.fewest_gpus(observation, diagnosis.causes)
+        if destination is not None:
+            most = destination
+            open_.sort(key=lambda c: (c.sort_key()[0], not gpus < (forecasts.gpus(c) or 0) <= most))
     # A change whose pods waited for GPUs is retried, but after the others: the cluster may
     # have room by then, and the rest did not have to wait for it.
     open_.sort(key=lambda c: _failed_transiently(c, history))
@@ -271,11 +289,11 @@ def plan(
 
     follow = _continuation(open_, history, config, hardware)
     if follow:
-        chosen = _farther(follow[0], forecasts, open_rung)
+        chosen = _farther(follow[0], forecasts, open_rung, destination)
         return _complete(_change(chosen, config, cv, continuing=True), config, knobs)
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out)
-    chosen = _farther(open_[0], forecasts, open_rung)
+    chosen = _farther(open_[0], forecasts, open_rung, destination)
     return _complete(_change(chosen, config, cv, continuing=False), config, knobs)
 
 
@@ -432,6 +450,18 @@ class _Forecasts:
             )
         return self.known[key]
 
+    def gpus(self, candidate: Candidate) -> int | None:
+        """The GPUs the candidate's engine runs on; None when vLLM would refuse it."""
+        found = self.after(candidate)
+        return None if found is None else found[0].num_gpus
+
+    def fewest_gpus(self, observation: Observation, causes: Sequence[Cause]) -> int | None:
+        """``reach.fewest_gpus`` on this window."""
+        return reach.fewest_gpus(
+            observation, causes, self.score, self.calibration, self.running, self.config,
+            self.knobs, self.hardware,
+        )  # fmt: skip
+
     def ratios(self, candidate: Candidate) -> dict[ObjectiveName, float | None] | None:
         """Per objective, the ratio to its threshold the model expects after the candidate
         (None where it cannot say); None when vLLM would refuse the candidate."""
@@ -467,13 +497,17 @@ class _Forecasts:
 
 
 def _farther(
-    candidate: Candidate, forecasts: _Forecasts | None, open_rung: Callable[[Candidate], bool]
+    candidate: Candidate,
+    forecasts: _Forecasts | None,
+    open_rung: Callable[[Candidate], bool],
+    most_gpus: int | None = None,
 ) -> Candidate:
     """The candidate's move taken farther along its knob's ladder (``Candidate.farther``) when
     the calibrated model expects its first rung to leave the targets missed: the nearest rung
     it expects to meet them, else the one it expects to leave the least violation if that is
     at most ``STEP_BACK_SCORE`` of the first rung's (beyond the model's typical error); never
-    past a rung history rules out. One rung a trial is the priors' pace: 64 clients queueing on
+    past a rung history rules out, nor past ``most_gpus`` (the fewest GPUs the model expects
+    the targets met on). One rung a trial is the priors' pace: 64 clients queueing on
     8 slots would otherwise take three rollouts to reach 64."""
     if forecasts is None or not candidate.farther:
         return candidate
@@ -485,6 +519,8 @@ def _farther(
     for rung in rungs:
         if not open_rung(rung):
             break
+        if most_gpus is not None and (forecasts.gpus(rung) or 0) > most_gpus:
+            break  # past the fewest GPUs the model expects the targets met on
         violation = forecasts.violation(rung)
         if violation < least:
             best, least = rung, violation

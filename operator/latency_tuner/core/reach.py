@@ -32,6 +32,11 @@ on the known GPUs with at least 1.5x the memory bandwidth, slowest first, and th
 which the model expects every target met with a margin (``ADVICE_CEILING``) is named as
 advice.
 
+The same forecasts, queue included, say where the targets are met at the fewest GPUs
+(``fewest_gpus``): when no configuration on the running GPUs is expected within ``NEAR_MISS`` of
+every target and some on more GPUs is expected to meet them all, the planner moves towards the
+fewest such GPUs first.
+
 The work is bounded: a space larger than ``MAX_FORECASTS`` is not judged at all, other GPUs
 share what is left of that budget, and forecasting stops at the first configuration within
 reach. Pure: no I/O, no clock.
@@ -64,6 +69,10 @@ MAX_FORECASTS = 128
 # Another GPU is advised only where the model expects every objective at most this share of its
 # target: a bare "meets" would be a coin toss at the model's typical error.
 ADVICE_CEILING = 0.8
+# A configuration on the running GPUs forecast within this factor of every target may still
+# meet them (a forecast off by a third, the model's typical error on foreign servers, or
+# a queue it reads high): more GPUs are not the planner's first move while one is.
+NEAR_MISS = 1.5
 
 
 @dataclass(frozen=True)
@@ -136,14 +145,7 @@ def unreachable(
     operator can describe). Call it only where the model has a record on this target within
     the error the planner trusts (``planner.model_error``); ``causes`` are the window's
     diagnosed causes."""
-    if saturation.saturated(observation):
-        return None
-    if any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in causes):
-        return None  # preemptions: what more KV room would save is beyond the model
-    tail = calibration.itl_quantile_factor
-    if not 1 / model.TRUSTED_FACTOR <= tail <= model.TRUSTED_FACTOR:
-        # The window's ITL tail is not what the model's steps make of it: something the model
-        # does not describe sets it, and what that is, no forecast can rule out.
+    if not _described(observation, causes, calibration):
         return None
     if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in score.objectives):
         return None  # the running configuration is one of them, forecast at most as measured
@@ -177,6 +179,62 @@ def unreachable(
     return Unreachable(len(points), _best(forecasts), tuple(elsewhere))
 
 
+def fewest_gpus(
+    observation: Observation,
+    causes: Sequence[Cause],
+    score: Score,
+    calibration: model.Calibration,
+    running: EngineConfig,
+    config: VllmCommandLine,
+    knobs: Knobs,
+    hardware: HardwareInfo,
+) -> int | None:
+    """The fewest GPUs, more than the running configuration's, on which the model calibrated on
+    the window expects some allowed configuration to meet every target, when it expects none
+    on the running GPUs to come within ``NEAR_MISS`` of them; None otherwise, or where the
+    model does not describe the window or the space is not judged (as ``unreachable``).
+
+    Queue included (this is where the targets are met, not a floor). A configuration on the
+    running GPUs that the model cannot forecast (a prefix cache turned on) might meet, so
+    none is named then; one on more GPUs that it cannot forecast does not count as meeting."""
+    if not _described(observation, causes, calibration):
+        return None
+    gpus = view(config, hardware).tensor_parallel_size
+    try:
+        dims = allowed.dimensions(knobs, config, hardware, gpus)
+    except ValueError:  # SpaceError among them
+        return None
+    if allowed.size(dims) > MAX_FORECASTS:
+        return None
+    points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
+    running_values = {d.knob: d.start for d in dims}
+    meeting: list[int] = []
+    for expected in _forecast_all(
+        points, running_values, score, calibration, running, hardware, queue=True
+    ):
+        known = [r for _, r in expected.ratios if r is not None]
+        if expected.gpus <= gpus:
+            if len(known) < len(expected.ratios) or max(known, default=0.0) <= NEAR_MISS:
+                return None  # the running GPUs may do
+        elif len(known) == len(expected.ratios) and max(known, default=0.0) <= 1.0:
+            meeting.append(expected.gpus)
+    return min(meeting, default=None)
+
+
+def _described(
+    observation: Observation, causes: Sequence[Cause], calibration: model.Calibration
+) -> bool:
+    """Whether the model describes the window well enough to judge the space on it."""
+    if saturation.saturated(observation):
+        return False  # its latencies are lower bounds of a growing backlog
+    if any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in causes):
+        return False  # preemptions: what more KV room would save is beyond the model
+    # The window's ITL tail must be what the model's steps make of it: otherwise something the
+    # model does not describe sets it, and what that is, no forecast can rule out.
+    tail = calibration.itl_quantile_factor
+    return 1 / model.TRUSTED_FACTOR <= tail <= model.TRUSTED_FACTOR
+
+
 def _forecast_all(
     points: Sequence[tuple[tuple[tuple[str, str], ...], allowed.Setting]],
     running_values: dict[str, str],
@@ -184,12 +242,15 @@ def _forecast_all(
     calibration: model.Calibration,
     running: EngineConfig,
     hardware: HardwareInfo,
+    *,
+    queue: bool = False,
 ) -> Iterator[Expected]:
-    """Each point's forecast, one at a time (every ratio None where the model cannot say)."""
+    """Each point's forecast, one at a time (every ratio None where the model cannot say);
+    the engine's floor unless ``queue``."""
     for values, setting in points:
         engine = model.engine_config(setting.cl, None, hardware)
         forecast = (
-            None if engine is None else model.forecast(calibration, running, engine, queue=False)
+            None if engine is None else model.forecast(calibration, running, engine, queue=queue)
         )
         if forecast is not None and forecast.ttft is None:
             forecast = None  # a prefix cache turned on: its hits shorten the stalls too
