@@ -149,15 +149,10 @@ def unreachable(
         return None
     if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in score.objectives):
         return None  # the running configuration is one of them, forecast at most as measured
-    gpus = view(config, hardware).tensor_parallel_size
-    try:
-        dims = allowed.dimensions(knobs, config, hardware, gpus)
-    except ValueError:  # SpaceError among them
+    space = _space(knobs, config, hardware)
+    if space is None:
         return None
-    if allowed.size(dims) > MAX_FORECASTS:
-        return None
-    points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
-    running_values = {d.knob: d.start for d in dims}
+    _, points, running_values = space
     forecasts: list[Expected] = []
     for expected in _forecast_all(points, running_values, score, calibration, running, hardware):
         if not expected.misses:
@@ -199,15 +194,10 @@ def fewest_gpus(
     none is named then; one on more GPUs that it cannot forecast does not count as meeting."""
     if not _described(observation, causes, calibration):
         return None
-    gpus = view(config, hardware).tensor_parallel_size
-    try:
-        dims = allowed.dimensions(knobs, config, hardware, gpus)
-    except ValueError:  # SpaceError among them
+    space = _space(knobs, config, hardware)
+    if space is None:
         return None
-    if allowed.size(dims) > MAX_FORECASTS:
-        return None
-    points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
-    running_values = {d.knob: d.start for d in dims}
+    gpus, points, running_values = space
     meeting: list[int] = []
     for expected in _forecast_all(
         points, running_values, score, calibration, running, hardware, queue=True
@@ -219,6 +209,26 @@ def fewest_gpus(
         elif len(known) == len(expected.ratios) and max(known, default=0.0) <= 1.0:
             meeting.append(expected.gpus)
     return min(meeting, default=None)
+
+
+Points = list[tuple[tuple[tuple[str, str], ...], allowed.Setting]]
+
+
+def _space(
+    knobs: Knobs, config: VllmCommandLine, hardware: HardwareInfo
+) -> tuple[int, Points, dict[str, str]] | None:
+    """The running GPUs, the allowed points around ``config`` and the running value of each
+    dimension; None when the space is not one the operator can describe or is larger than
+    ``MAX_FORECASTS``."""
+    gpus = view(config, hardware).tensor_parallel_size
+    try:
+        dims = allowed.dimensions(knobs, config, hardware, gpus)
+    except ValueError:  # SpaceError among them
+        return None
+    if allowed.size(dims) > MAX_FORECASTS:
+        return None
+    points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
+    return gpus, points, {d.knob: d.start for d in dims}
 
 
 def _described(

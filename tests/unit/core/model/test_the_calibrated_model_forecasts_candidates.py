@@ -276,14 +276,20 @@ def _closed_loop(config: EngineConfig, **overrides: Any) -> Observation:
     return window_of(config, **fields)
 
 
-def _ttft_after(window: Observation, running: EngineConfig, slots: int) -> float:
+def _after(window: Observation, running: EngineConfig, slots: int, latency: str) -> float:
+    """The forecast change of ``latency`` ("ttft", "itl") with ``slots`` max-num-seqs."""
     cl = command_line("--max-num-seqs", "8").with_value("max-num-seqs", str(slots))
     calibration = model.calibrate(window, running)
     assert calibration is not None
     forecast = model.forecast(calibration, running, engine(cl))
     assert forecast is not None
-    assert forecast.ttft is not None
-    return forecast.ttft
+    change: float | None = getattr(forecast, latency)
+    assert change is not None
+    return change
+
+
+def _ttft_after(window: Observation, running: EngineConfig, slots: int) -> float:
+    return _after(window, running, slots, "ttft")
 
 
 def test_a_steady_queue_for_slots_keeps_waiting_until_the_slots_hold_every_request() -> None:
@@ -329,13 +335,7 @@ def test_slots_queue_as_m_m_c_and_the_utilisation_is_read_back_from_the_queue() 
 
 
 def _itl_after(window: Observation, running: EngineConfig, slots: int) -> float:
-    cl = command_line("--max-num-seqs", "8").with_value("max-num-seqs", str(slots))
-    calibration = model.calibrate(window, running)
-    assert calibration is not None
-    forecast = model.forecast(calibration, running, engine(cl))
-    assert forecast is not None
-    assert forecast.itl is not None
-    return forecast.itl
+    return _after(window, running, slots, "itl")
 
 
 def test_clients_holding_their_requests_bring_more_prefills_to_more_slots() -> None:
