@@ -265,7 +265,7 @@ def plan(
         # Where the targets are met at the fewest GPUs, the way there first: no cheaper kind
         # is worth a rollout on GPUs the model expects none of to come near them.
         # (Forecast only where it can change the choice: a move to more GPUs is open and not
-        # first already; the space's forecasts cost up to ~60 ms on the operator's loop.)
+        # first already; 126 forecasts of a closed-loop window took 95 ms on the operator's loop.)
         gpus = forecasts.running.num_gpus
         if (
             any((forecasts.gpus(c) or 0) > gpus for c in open_[1:])
