@@ -10,6 +10,7 @@ is taken here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,7 +96,9 @@ class Reconciler:
                     self.ports, spec, status, namespace, name, now, claims=claims, owner=owner
                 )
                 seen = status
-            decision = decide(spec, generation, status, facts, now)
+            # Pure but not free (the model may forecast a wide space: ~0.1 s), so off the event
+            # loop: one target's decision must not hold up every other target's I/O.
+            decision = await asyncio.to_thread(decide, spec, generation, status, facts, now)
             outcome.reasons.append(decision.reason)
             outcome.transitions.extend(decision.transitions)
             outcome.notes.extend(decision.notes)
