@@ -224,16 +224,7 @@ def plan(
     # Only on the model's record: a first window says nothing of how far this server's knob
     # effects stray from the published ranges the model is built on.
     if forecasts is not None and error is not None:
-        case = reach.unreachable(
-            observation,
-            diagnosis.causes,
-            forecasts.score,
-            forecasts.calibration,
-            forecasts.running,
-            config,
-            knobs,
-            hardware,
-        )
+        case = reach.unreachable(forecasts.fitted(observation, diagnosis.causes))
         if case is not None:
             # Giving up before trialling on: each trial would cost a rollout for nothing.
             advice = (*case.elsewhere, *diagnosis.advice, *ranking.blocked)
@@ -271,7 +262,7 @@ def plan(
             any((forecasts.gpus(c) or 0) > gpus for c in open_[1:])
             and (forecasts.gpus(open_[0]) or 0) <= gpus
         ):
-            destination = forecasts.fewest_gpus(observation, diagnosis.causes)
+            destination = reach.fewest_gpus(forecasts.fitted(observation, diagnosis.causes))
         if destination is not None:
             most = destination
             open_.sort(key=lambda c: (c.sort_key()[0], not gpus < (forecasts.gpus(c) or 0) <= most))
@@ -455,9 +446,9 @@ class _Forecasts:
         found = self.after(candidate)
         return None if found is None else found[0].num_gpus
 
-    def fewest_gpus(self, observation: Observation, causes: Sequence[Cause]) -> int | None:
-        """``reach.fewest_gpus`` on this window."""
-        return reach.fewest_gpus(
+    def fitted(self, observation: Observation, causes: Sequence[Cause]) -> reach.Fitted:
+        """The window and its calibration, as ``reach`` judges the space on them."""
+        return reach.Fitted(
             observation, causes, self.score, self.calibration, self.running, self.config,
             self.knobs, self.hardware,
         )  # fmt: skip

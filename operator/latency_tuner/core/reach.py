@@ -129,44 +129,50 @@ class Unreachable:
         )
 
 
-def unreachable(
-    observation: Observation,
-    causes: Sequence[Cause],
-    score: Score,
-    calibration: model.Calibration,
-    running: EngineConfig,
-    config: VllmCommandLine,
-    knobs: Knobs,
-    hardware: HardwareInfo,
-) -> Unreachable | None:
+@dataclass(frozen=True)
+class Fitted:
+    """A window with the model calibrated on it, and what the space around it is judged by:
+    the running configuration, the spec's knobs and the hardware."""
+
+    observation: Observation
+    causes: Sequence[Cause]  # the window's diagnosed causes
+    score: Score
+    calibration: model.Calibration
+    running: EngineConfig
+    config: VllmCommandLine
+    knobs: Knobs
+    hardware: HardwareInfo
+
+
+def unreachable(fit: Fitted) -> Unreachable | None:
     """The case that no configuration allowed around ``config`` can meet the targets, as the
     model calibrated on the window forecasts them; None when one may (as far as the model
     knows) or the space cannot be judged (larger than ``MAX_FORECASTS``, or not one the
     operator can describe). Call it only where the model has a record on this target within
-    the error the planner trusts (``planner.model_error``); ``causes`` are the window's
-    diagnosed causes."""
-    if not _described(observation, causes, calibration):
+    the error the planner trusts (``planner.model_error``)."""
+    if not _described(fit):
         return None
-    if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in score.objectives):
+    if not any(o.ratio is not None and o.ratio >= UNREACHABLE_FACTOR for o in fit.score.objectives):
         return None  # the running configuration is one of them, forecast at most as measured
-    space = _space(knobs, config, hardware)
+    space = _space(fit)
     if space is None:
         return None
     _, points, running_values = space
     forecasts: list[Expected] = []
-    for expected in _forecast_all(points, running_values, score, calibration, running, hardware):
+    for expected in _forecast_all(fit, points, running_values, fit.hardware):
         if not expected.misses:
             return None  # within reach: stop forecasting
         forecasts.append(expected)
     elsewhere: list[str] = []
     budget = MAX_FORECASTS - len(points)
     # The smallest step up first: the advice names the least GPU the model expects to do.
+    hardware = fit.hardware
     for gpu in sorted(hardware.higher_bandwidth_gpus(), key=lambda g: g.bandwidth_tbs):
         if budget < len(points):
             break
         budget -= len(points)
         other = HardwareInfo(gpu.name, hardware.interconnect, hardware.gpus_per_node)
-        there = _forecast_all(points, running_values, score, calibration, running, other)
+        there = _forecast_all(fit, points, running_values, other)
         meeting = [e for e in there if e.meets]
         if meeting:
             elsewhere.append(f"on {gpu.name} GPUs the model expects {_best(meeting).describe()}")
@@ -174,16 +180,7 @@ def unreachable(
     return Unreachable(len(points), _best(forecasts), tuple(elsewhere))
 
 
-def fewest_gpus(
-    observation: Observation,
-    causes: Sequence[Cause],
-    score: Score,
-    calibration: model.Calibration,
-    running: EngineConfig,
-    config: VllmCommandLine,
-    knobs: Knobs,
-    hardware: HardwareInfo,
-) -> int | None:
+def fewest_gpus(fit: Fitted) -> int | None:
     """The fewest GPUs, more than the running configuration's, on which the model calibrated on
     the window expects some allowed configuration to meet every target, when it expects none
     on the running GPUs to come within ``NEAR_MISS`` of them; None otherwise, or where the
@@ -192,16 +189,14 @@ def fewest_gpus(
     Queue included (this is where the targets are met, not a floor). A configuration on the
     running GPUs that the model cannot forecast (a prefix cache turned on) might meet, so
     none is named then; one on more GPUs that it cannot forecast does not count as meeting."""
-    if not _described(observation, causes, calibration):
+    if not _described(fit):
         return None
-    space = _space(knobs, config, hardware)
+    space = _space(fit)
     if space is None:
         return None
     gpus, points, running_values = space
     meeting: list[int] = []
-    for expected in _forecast_all(
-        points, running_values, score, calibration, running, hardware, queue=True
-    ):
+    for expected in _forecast_all(fit, points, running_values, fit.hardware, queue=True):
         known = [r for _, r in expected.ratios if r is not None]
         if expected.gpus <= gpus:
             if len(known) < len(expected.ratios) or max(known, default=0.0) <= NEAR_MISS:
@@ -214,58 +209,54 @@ def fewest_gpus(
 Points = list[tuple[tuple[tuple[str, str], ...], allowed.Setting]]
 
 
-def _space(
-    knobs: Knobs, config: VllmCommandLine, hardware: HardwareInfo
-) -> tuple[int, Points, dict[str, str]] | None:
-    """The running GPUs, the allowed points around ``config`` and the running value of each
-    dimension; None when the space is not one the operator can describe or is larger than
-    ``MAX_FORECASTS``."""
-    gpus = view(config, hardware).tensor_parallel_size
+def _space(fit: Fitted) -> tuple[int, Points, dict[str, str]] | None:
+    """The running GPUs, the allowed points around the running configuration and the running
+    value of each dimension; None when the space is not one the operator can describe or is
+    larger than ``MAX_FORECASTS``."""
+    gpus = view(fit.config, fit.hardware).tensor_parallel_size
     try:
-        dims = allowed.dimensions(knobs, config, hardware, gpus)
+        dims = allowed.dimensions(fit.knobs, fit.config, fit.hardware, gpus)
     except ValueError:  # SpaceError among them
         return None
     if allowed.size(dims) > MAX_FORECASTS:
         return None
-    points = list(allowed.settings(dims, allowed.Setting(config, None, gpus)))
+    points = list(allowed.settings(dims, allowed.Setting(fit.config, None, gpus)))
     return gpus, points, {d.knob: d.start for d in dims}
 
 
-def _described(
-    observation: Observation, causes: Sequence[Cause], calibration: model.Calibration
-) -> bool:
+def _described(fit: Fitted) -> bool:
     """Whether the model describes the window well enough to judge the space on it."""
-    if saturation.saturated(observation):
+    if saturation.saturated(fit.observation):
         return False  # its latencies are lower bounds of a growing backlog
-    if any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in causes):
+    if any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in fit.causes):
         return False  # preemptions: what more KV room would save is beyond the model
     # The window's ITL tail must be what the model's steps make of it: otherwise something the
     # model does not describe sets it, and what that is, no forecast can rule out.
-    tail = calibration.itl_quantile_factor
+    tail = fit.calibration.itl_quantile_factor
     return 1 / model.TRUSTED_FACTOR <= tail <= model.TRUSTED_FACTOR
 
 
 def _forecast_all(
-    points: Sequence[tuple[tuple[tuple[str, str], ...], allowed.Setting]],
+    fit: Fitted,
+    points: Points,
     running_values: dict[str, str],
-    score: Score,
-    calibration: model.Calibration,
-    running: EngineConfig,
     hardware: HardwareInfo,
     *,
     queue: bool = False,
 ) -> Iterator[Expected]:
-    """Each point's forecast, one at a time (every ratio None where the model cannot say);
-    the engine's floor unless ``queue``."""
+    """Each point's forecast on ``hardware``, one at a time (every ratio None where the model
+    cannot say); the engine's floor unless ``queue``."""
     for values, setting in points:
         engine = model.engine_config(setting.cl, None, hardware)
         forecast = (
-            None if engine is None else model.forecast(calibration, running, engine, queue=queue)
+            None
+            if engine is None
+            else model.forecast(fit.calibration, fit.running, engine, queue=queue)
         )
         if forecast is not None and forecast.ttft is None:
             forecast = None  # a prefix cache turned on: its hits shorten the stalls too
         ratios = tuple(
-            (o, forecast.ratio(o) if forecast is not None else None) for o in score.objectives
+            (o, forecast.ratio(o) if forecast is not None else None) for o in fit.score.objectives
         )
         changed = tuple((k, v) for k, v in values if running_values.get(k) != v)
         yield Expected(changed, setting.gpus, ratios)

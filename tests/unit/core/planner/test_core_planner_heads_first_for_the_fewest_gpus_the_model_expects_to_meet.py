@@ -78,9 +78,8 @@ def test_the_fewest_gpus_are_those_the_model_expects_to_meet_the_targets() -> No
         goal = objectives(ttft="1s", itl=itl_target, percentile=90)
         d = diagnose(window, goal, RUNNING, H100, SPEC)
         assert d.score is not None
-        return reach.fewest_gpus(
-            window, d.causes, d.score, calibration, running, RUNNING, SPEC, H100
-        )
+        fit = reach.Fitted(window, d.causes, d.score, calibration, running, RUNNING, SPEC, H100)
+        return reach.fewest_gpus(fit)
 
     assert fewest("30ms") is None  # the running GPU may do
     assert fewest("16ms") in (2, 4)
