@@ -10,8 +10,10 @@ time a request takes from the whole (its share of batched decode steps plus its 
 
 Calibration: the window's measured means (prefill time, inter-token latency) over the model's
 give one factor per stage, and the rest of TTFT (HTTP, tokenising) is carried over as
-measured; the candidate's stages are the model's times the same factors, so the running
-configuration forecasts exactly what was measured and a candidate differs only by what the
+measured, except what a lagging queue-time histogram left out (vLLM records queue time when a
+request finishes, TTFT at its first token), up to the wait Little's law gives the requests
+waiting: that is queue; the candidate's stages are the model's times the same factors, so the
+running configuration forecasts exactly what was measured and a candidate differs only by what the
 model knows of the change. The queue forms at the busier of the engine (one server: the
 engine time a request takes, its decodes batched as fully as the slots allow, so a
 continuous batch that keeps up is not read as a busy server) and its slots (max-num-seqs, or
@@ -53,7 +55,7 @@ from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.prommath import histogram_quantile
-from latency_tuner.core.saturation import saturated
+from latency_tuner.core.saturation import queue_delay, saturated
 from latency_tuner.core.score import ObjectiveName, ObjectiveScore
 from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
 from latency_tuner.perf.cost import CostModel
@@ -238,7 +240,7 @@ def calibrate(
     itl_factor = itl / model.itl
     prefill_factor = o.prefill_time_mean / model.prefill
     calibrated = _scaled(model, itl_factor, prefill_factor)
-    queue = max(o.queue_time_mean, 0.0)
+    queue, overhead = _queue_and_overhead(o)
     server = _bottleneck(calibrated, load)
     nominal = server.utilisation
     utilisation = _utilisation(queue, server)
@@ -252,7 +254,7 @@ def calibrate(
         itl_factor=itl_factor,
         prefill_factor=prefill_factor,
         queue_load=utilisation / nominal if nominal > 0 else 0.0,
-        overhead=max(o.ttft_mean - queue - o.prefill_time_mean, 0.0),
+        overhead=overhead,
         queue=queue,
         prefill=o.prefill_time_mean,
         itl=itl,
@@ -262,6 +264,24 @@ def calibrate(
         held=held,
         slot_time=_slot_time(calibrated, load),
     )
+
+
+def _queue_and_overhead(o: Observation) -> tuple[float, float]:
+    """The window's mean queue time and the rest of its TTFT beyond the queue and the prefill.
+
+    vLLM records a request's queue and prefill times when it finishes, its TTFT at its first
+    token: while a queue builds (a server just started, clients piling up on too few slots) the
+    requests that finish in a window waited less than those that start, and the difference
+    shows as TTFT outside the queue and the prefill. The requests waiting bound how much of it
+    is queue (Little's law: waiting over the arrival rate); the rest is per-request overhead
+    (HTTP, tokenising), which no engine setting changes."""
+    assert o.ttft_mean is not None and o.queue_time_mean is not None
+    assert o.prefill_time_mean is not None
+    queue = max(o.queue_time_mean, 0.0)
+    rest = max(o.ttft_mean - queue - o.prefill_time_mean, 0.0)
+    delay, _ = queue_delay(o)  # the larger of the recorded mean and Little's law
+    lagged = min(rest, max((delay or 0.0) - queue, 0.0))
+    return queue + lagged, rest - lagged
 
 
 def forecast(

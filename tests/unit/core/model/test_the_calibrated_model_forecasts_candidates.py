@@ -350,3 +350,34 @@ def test_clients_holding_their_requests_bring_more_prefills_to_more_slots() -> N
     assert closed > opened + 0.05
     # Its own slots turn the requests over as measured: nothing to come back faster.
     assert _itl_after(held, running, 8) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_ttft_beyond_a_lagging_queue_time_is_read_as_queue_while_requests_wait() -> None:
+    """vLLM records queue time when a request finishes and TTFT at its first token, so while
+    a queue builds TTFT holds more queueing than the queue-time histogram: here 10 s more, with
+    56 waiting at 2 a second (Little's law: 28 s). Slots for every request remove that too;
+    carried over as per-request overhead, they would have removed only the 5 s recorded."""
+    running = engine(command_line("--max-num-seqs", "8"))
+    window = _closed_loop(running)
+    assert window.ttft_mean is not None
+    lagging = window.model_copy(update={"ttft_mean": window.ttft_mean + 10.0})
+    calibration = model.calibrate(lagging, running)
+    assert calibration is not None
+    # All of the rest (10 s and the window's 10 ms) is within what Little's law allows.
+    assert calibration.queue == pytest.approx(15.01)
+    assert calibration.overhead == pytest.approx(0.0)
+    assert _ttft_after(lagging, running, 64) < -0.9
+
+
+def test_ttft_beyond_the_queue_and_prefill_stays_overhead_when_nothing_waits() -> None:
+    """Half a second of TTFT outside the queue and the prefill with no request waiting is the
+    server's per-request work (HTTP, tokenising): no number of slots removes it."""
+    running = engine(command_line("--max-num-seqs", "8"))
+    window = window_of(running)
+    assert window.ttft_mean is not None
+    slow_front = window.model_copy(update={"ttft_mean": window.ttft_mean + 0.5})
+    calibration = model.calibrate(slow_front, running)
+    assert calibration is not None
+    assert calibration.queue == 0.0
+    assert calibration.overhead == pytest.approx(0.51)
+    assert _ttft_after(slow_front, running, 64) == pytest.approx(0.0, abs=0.02)
