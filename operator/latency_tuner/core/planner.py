@@ -248,24 +248,16 @@ def plan(
             open_.append(candidate)
         else:
             ruled_out.append(why_not)
-    destination: int | None = None
+    way: reach.Way | None = None
     if forecasts is not None:
         # Within the order of kinds, by the score the model expects (stable: ties keep the
         # ranking's order).
         open_.sort(key=lambda c: (c.sort_key()[:2], forecasts.violation(c)))
-        # Where the targets are met at the fewest GPUs, the way there first: no cheaper kind
-        # is worth a rollout on GPUs the model expects none of to come near them.
-        # (Forecast only where it can change the choice: a move to more GPUs is open and not
-        # first already; 126 forecasts of a closed-loop window took 95 ms on the operator's loop.)
-        gpus = forecasts.running.num_gpus
-        if (
-            any((forecasts.gpus(c) or 0) > gpus for c in open_[1:])
-            and (forecasts.gpus(open_[0]) or 0) <= gpus
-        ):
-            destination = reach.fewest_gpus(forecasts.fitted(observation, diagnosis.causes))
-        if destination is not None:
-            most = destination
-            open_.sort(key=lambda c: (c.sort_key()[0], not gpus < (forecasts.gpus(c) or 0) <= most))
+        way = _cheapest_way(open_, forecasts, observation, diagnosis)
+        # The way the model expects the targets met at the least cost first: no cheaper kind
+        # is worth a rollout where it expects none of them to come near.
+        open_.sort(key=lambda c: (c.sort_key()[0], not _on_the_way(c, way, forecasts)))
+    destination = way.gpus if way is not None else None
     # A change whose pods waited for GPUs is retried, but after the others: the cluster may
     # have room by then, and the rest did not have to wait for it.
     open_.sort(key=lambda c: _failed_transiently(c, history))
@@ -278,7 +270,10 @@ def plan(
             is None
         )
 
-    follow = _continuation(open_, history, config, hardware)
+    # A continuation that leaves the cheapest way waits: the model expects it not to come near.
+    follow = [
+        c for c in _continuation(open_, history, config, hardware) if _on_the_way(c, way, forecasts)
+    ]
     if follow:
         chosen = _farther(follow[0], forecasts, open_rung, destination)
         return _complete(_change(chosen, config, cv, continuing=True), config, knobs)
@@ -485,6 +480,40 @@ class _Forecasts:
         """The violation score (``_violation``) expected after the candidate."""
         expected = self.expected(candidate)
         return math.inf if expected is None else sum(max(r - 1.0, 0.0) for r in expected)
+
+
+def _cheapest_way(
+    open_: Sequence[Candidate],
+    forecasts: _Forecasts,
+    observation: Observation,
+    diagnosis: Diagnosis,
+) -> reach.Way | None:
+    """``reach.cheapest_way``, worked out only where it can change the choice: a costlier kind
+    of move (more GPUs, or a lossy change on these) is open behind a cheaper first one. (126
+    forecasts of a closed-loop window took 95 ms.)"""
+    if not open_:
+        return None
+    gpus = forecasts.running.num_gpus
+
+    def cost(candidate: Candidate) -> int:
+        more = (forecasts.gpus(candidate) or 0) > gpus
+        return KnobClass.COSTLY.rank if more else min(candidate.knob_class.rank, 1)
+
+    first = cost(open_[0])
+    if not any(cost(c) > first for c in open_[1:]):
+        return None
+    return reach.cheapest_way(forecasts.fitted(observation, diagnosis.causes))
+
+
+def _on_the_way(candidate: Candidate, way: reach.Way | None, forecasts: _Forecasts | None) -> bool:
+    """Whether ``candidate`` moves along ``way`` (any does where there is none): a lossy change
+    on the running GPUs, or a move to more GPUs, at most the way's."""
+    if way is None or forecasts is None:
+        return True
+    gpus, after = forecasts.running.num_gpus, forecasts.gpus(candidate) or 0
+    if way.knob_class is KnobClass.LOSSY:
+        return candidate.knob_class is KnobClass.LOSSY and after <= gpus
+    return gpus < after <= way.gpus
 
 
 def _farther(

@@ -18,9 +18,10 @@ so any such configuration keeps the targets "within reach as far as the model kn
 cannot build (an unknown checkpoint or speculative method, or one its copy of vLLM's checks
 refuses, which a newer vLLM might not), and one that turns a prefix cache on (the share of the
 prompts it finds is unknown until it is on, and with it the prefills that stall decodes as
-much as TTFT). Nothing is judged where the model does not describe the window: under KV-cache
-pressure (it has no preemption in it), or where the window's ITL tail is not what the model's
-steps make of it (its quantile factor beyond ``model.TRUSTED_FACTOR``).
+much as TTFT). Nothing is judged where the model does not describe the window: on a saturated
+window, where the window's ITL tail is not what the model's steps make of it (its quantile
+factor beyond ``model.TRUSTED_FACTOR``), and for unreachability under KV-cache pressure (the
+model has no preemption in it, so it understates what more KV room saves).
 
 The caller asks only once the model has a record on the target within the error it trusts
 (a trial measured what it forecast): a first window says nothing of how far this server's knob
@@ -32,10 +33,11 @@ on the known GPUs with at least 1.5x the memory bandwidth, slowest first, and th
 which the model expects every target met with a margin (``ADVICE_CEILING``) is named as
 advice.
 
-The same forecasts, queue included, say where the targets are met at the fewest GPUs
-(``fewest_gpus``): when no configuration on the running GPUs is expected within ``NEAR_MISS`` of
-every target and some on more GPUs is expected to meet them all, the planner moves towards the
-fewest such GPUs first.
+The same forecasts, queue included, say which kind of change the targets are met with at
+the least cost (``cheapest_way``): when no configuration reached by safe changes alone is
+expected within ``NEAR_MISS`` of every target, a lossy change on the running GPUs that is
+expected to meet them all, else, when nothing on the running GPUs comes near either, the fewest
+more GPUs on which some configuration is; the planner moves that way first.
 
 The work is bounded: a space larger than ``MAX_FORECASTS`` is not judged at all, other GPUs
 share what is left of that budget, and forecasting stops at the first configuration within
@@ -53,6 +55,7 @@ from latency_tuner.core import space as allowed
 from latency_tuner.core.config_view import view
 from latency_tuner.core.evidence import Bottleneck, Cause
 from latency_tuner.core.hardware import HardwareInfo
+from latency_tuner.core.knobs import CATALOG, KnobClass, KnobName
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds
 from latency_tuner.perf.config import EngineConfig
@@ -180,30 +183,61 @@ def unreachable(fit: Fitted) -> Unreachable | None:
     return Unreachable(len(points), _best(forecasts), tuple(elsewhere))
 
 
-def fewest_gpus(fit: Fitted) -> int | None:
-    """The fewest GPUs, more than the running configuration's, on which the model calibrated on
-    the window expects some allowed configuration to meet every target, when it expects none
-    on the running GPUs to come within ``NEAR_MISS`` of them; None otherwise, or where the
+@dataclass(frozen=True)
+class Way:
+    """The cheapest kind of change that the model expects to meet the targets, where the
+    cheaper kinds are not expected to come near them: a lossy change on the running GPUs, or
+    the fewest more GPUs."""
+
+    knob_class: KnobClass  # LOSSY or COSTLY
+    gpus: int  # the GPUs it runs on (the running ones for LOSSY)
+
+
+def cheapest_way(fit: Fitted) -> Way | None:
+    """Where the model calibrated on the window expects the targets met at the least cost when
+    no configuration reached by safe changes alone is expected within ``NEAR_MISS`` of every
+    target: a lossy change on the running GPUs if some such configuration is expected to meet
+    them all, else, when no configuration on the running GPUs is expected within
+    ``NEAR_MISS`` either, the fewest more GPUs on which some is. None otherwise, or where the
     model does not describe the window or the space is not judged (as ``unreachable``).
 
-    Queue included (this is where the targets are met, not a floor). A configuration on the
-    running GPUs that the model cannot forecast (a prefix cache turned on) might meet, so
-    none is named then; one on more GPUs that it cannot forecast does not count as meeting."""
-    if not _described(fit):
+    Queue included (this is where the targets are met, not a floor). A configuration the model
+    cannot forecast (a prefix cache turned on) might meet: on the running GPUs it counts as
+    near, elsewhere it does not count as meeting. Under KV-cache pressure the forecasts leave
+    out preemptions and understate what more KV room saves, on every kind of change alike; the
+    move they point to is measured like any other (``unreachable`` would end the tuning on
+    them, so it does not judge such a window)."""
+    if not _described(fit, preemptions=True):
         return None
     space = _space(fit)
     if space is None:
         return None
     gpus, points, running_values = space
-    meeting: list[int] = []
+    lossy_near = lossy_meets = False
+    more: list[int] = []
     for expected in _forecast_all(fit, points, running_values, fit.hardware, queue=True):
         known = [r for _, r in expected.ratios if r is not None]
-        if expected.gpus <= gpus:
-            if len(known) < len(expected.ratios) or max(known, default=0.0) <= NEAR_MISS:
-                return None  # the running GPUs may do
-        elif len(known) == len(expected.ratios) and max(known, default=0.0) <= 1.0:
-            meeting.append(expected.gpus)
-    return min(meeting, default=None)
+        near = len(known) < len(expected.ratios) or max(known, default=0.0) <= NEAR_MISS
+        meets = len(known) == len(expected.ratios) and max(known, default=0.0) <= 1.0
+        if expected.gpus > gpus:
+            if meets:
+                more.append(expected.gpus)
+        elif _class(expected) is KnobClass.SAFE:
+            if near:
+                return None  # safe changes may do
+        else:
+            lossy_near, lossy_meets = lossy_near or near, lossy_meets or meets
+    if lossy_meets:
+        return Way(KnobClass.LOSSY, gpus)
+    if lossy_near or not more:
+        return None  # the running GPUs may do, or nothing is expected to meet
+    return Way(KnobClass.COSTLY, min(more))
+
+
+def _class(expected: Expected) -> KnobClass:
+    """The costliest class among the knobs a configuration changes from the running one."""
+    classes = [CATALOG[KnobName(knob)].knob_class for knob, _ in expected.values]
+    return max(classes, key=lambda c: c.rank, default=KnobClass.SAFE)
 
 
 Points = list[tuple[tuple[tuple[str, str], ...], allowed.Setting]]
@@ -224,11 +258,14 @@ def _space(fit: Fitted) -> tuple[int, Points, dict[str, str]] | None:
     return gpus, points, {d.knob: d.start for d in dims}
 
 
-def _described(fit: Fitted) -> bool:
-    """Whether the model describes the window well enough to judge the space on it."""
+def _described(fit: Fitted, *, preemptions: bool = False) -> bool:
+    """Whether the model describes the window well enough to judge the space on it (with
+    ``preemptions``, also a window under KV-cache pressure: what more KV room saves is then
+    understated)."""
     if saturation.saturated(fit.observation):
         return False  # its latencies are lower bounds of a growing backlog
-    if any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in fit.causes):
+    pressure = any(c.bottleneck is Bottleneck.KV_CACHE_PRESSURE for c in fit.causes)
+    if pressure and not preemptions:
         return False  # preemptions: what more KV room would save is beyond the model
     # The window's ITL tail must be what the model's steps make of it: otherwise something the
     # model does not describe sets it, and what that is, no forecast can rule out.

@@ -10,7 +10,7 @@ from tests.unit.core.builders import H100, command_line, knobs, objectives, wind
 
 from latency_tuner.core import model, reach
 from latency_tuner.core.diagnosis import diagnose
-from latency_tuner.core.knobs import Change, KnobName
+from latency_tuner.core.knobs import Change, KnobClass, KnobName
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import Exhausted, plan
 
@@ -79,7 +79,11 @@ def test_the_fewest_gpus_are_those_the_model_expects_to_meet_the_targets() -> No
         d = diagnose(window, goal, RUNNING, H100, SPEC)
         assert d.score is not None
         fit = reach.Fitted(window, d.causes, d.score, calibration, running, RUNNING, SPEC, H100)
-        return reach.fewest_gpus(fit)
+        way = reach.cheapest_way(fit)
+        if way is None:
+            return None
+        assert way.knob_class is KnobClass.COSTLY  # nothing lossy is allowed
+        return way.gpus
 
     assert fewest("30ms") is None  # the running GPU may do
     assert fewest("16ms") in (2, 4)
