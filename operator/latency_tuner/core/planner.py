@@ -44,11 +44,13 @@ candidates are ordered by the score the calibrated performance model (``core.mod
 after each: every objective's observed ratio to its threshold times the forecast change of its
 latency, or, where the model cannot forecast a latency the candidate aims at, less the knob's
 prior gain. A candidate the model expects to leave the score where it is ranks behind one it
-expects to lower it, whatever the priors say. The order of kinds yields in one case: where the
-model expects no configuration on the running GPUs to come near the targets and some on more
-GPUs to meet them (``reach.fewest_gpus``), a move towards the fewest such GPUs goes first (a
-cheaper change judged on GPUs that cannot do is judged again once they change), and a move
-along a ladder does not jump past them.
+expects to lower it, whatever the priors say. The order of kinds yields to the cheapest way the
+model expects to meet the targets (``reach.cheapest_way``): where it expects no configuration
+reached by safe changes alone to come near them and a lossy one on the running GPUs to meet
+them, a lossy move goes first; where it expects nothing on the running GPUs to come near and
+some configuration on more GPUs to meet them, a move towards the fewest such GPUs goes first
+(a cheaper change judged on GPUs that cannot do is judged again once they change), and a move
+along a ladder does not jump past them. A continuation off that way waits too.
 
 ``refine`` is the planner once the targets are met: the one safe change, if any, that the
 model expects to buy a larger margin than a trial could tell from chance (the sum of
