@@ -192,3 +192,16 @@ def window_of(config: EngineConfig, **overrides: Any) -> Observation:
     }
     fields.update(overrides)
     return Observation(**fields)
+
+
+def with_spread(window: Observation, **overrides: Any) -> Observation:
+    """``window`` with percentiles spread around its means as a real window's are (ITL p90 5%
+    and TTFT p90 20% over the mean), and ``overrides``."""
+    itl, ttft = window.itl_mean, window.ttft_mean
+    assert itl is not None
+    assert ttft is not None
+    fields: dict[str, Any] = {
+        "itl": {50: itl, 90: itl * 1.05, 99: itl * 1.1},
+        "ttft": {50: ttft, 90: ttft * 1.2, 99: ttft * 1.5},
+    }
+    return window.model_copy(update={**fields, **overrides})

@@ -352,17 +352,25 @@ def test_clients_holding_their_requests_bring_more_prefills_to_more_slots() -> N
     assert _itl_after(held, running, 8) == pytest.approx(0.0, abs=1e-6)
 
 
+def _with_more_ttft(
+    window: Observation, running: EngineConfig, seconds: float
+) -> tuple[Observation, model.Calibration]:
+    """``window`` with ``seconds`` more mean TTFT than its queue and prefill explain, and the
+    model calibrated on it."""
+    assert window.ttft_mean is not None
+    more = window.model_copy(update={"ttft_mean": window.ttft_mean + seconds})
+    calibration = model.calibrate(more, running)
+    assert calibration is not None
+    return more, calibration
+
+
 def test_ttft_beyond_a_lagging_queue_time_is_read_as_queue_while_requests_wait() -> None:
     """vLLM records queue time when a request finishes and TTFT at its first token, so while
     a queue builds TTFT holds more queueing than the queue-time histogram: here 10 s more, with
     56 waiting at 2 a second (Little's law: 28 s). Slots for every request remove that too;
     carried over as per-request overhead, they would have removed only the 5 s recorded."""
     running = engine(command_line("--max-num-seqs", "8"))
-    window = _closed_loop(running)
-    assert window.ttft_mean is not None
-    lagging = window.model_copy(update={"ttft_mean": window.ttft_mean + 10.0})
-    calibration = model.calibrate(lagging, running)
-    assert calibration is not None
+    lagging, calibration = _with_more_ttft(_closed_loop(running), running, 10.0)
     # All of the rest (10 s and the window's 10 ms) is within what Little's law allows.
     assert calibration.queue == pytest.approx(15.01)
     assert calibration.overhead == pytest.approx(0.0)
@@ -373,11 +381,7 @@ def test_ttft_beyond_the_queue_and_prefill_stays_overhead_when_nothing_waits() -
     """Half a second of TTFT outside the queue and the prefill with no request waiting is the
     server's per-request work (HTTP, tokenising): no number of slots removes it."""
     running = engine(command_line("--max-num-seqs", "8"))
-    window = window_of(running)
-    assert window.ttft_mean is not None
-    slow_front = window.model_copy(update={"ttft_mean": window.ttft_mean + 0.5})
-    calibration = model.calibrate(slow_front, running)
-    assert calibration is not None
+    slow_front, calibration = _with_more_ttft(window_of(running), running, 0.5)
     assert calibration.queue == 0.0
     assert calibration.overhead == pytest.approx(0.51)
     assert _ttft_after(slow_front, running, 64) == pytest.approx(0.0, abs=0.02)

@@ -6,7 +6,7 @@ running GPUs may do, the cheaper kinds keep going first."""
 
 from __future__ import annotations
 
-from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of
+from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of, with_spread
 
 from latency_tuner.core import model, reach
 from latency_tuner.core.diagnosis import diagnose
@@ -32,17 +32,7 @@ def _queued_decode_bound_window() -> Observation:
     engine = model.engine_config(RUNNING, 1, H100)
     assert engine is not None
     window = window_of(engine, running=8, queue=2.0, waiting_mean=8.0, request_rate=2.0)
-    itl, ttft = window.itl_mean, window.ttft_mean
-    assert itl is not None
-    assert ttft is not None
-    return window.model_copy(
-        update={
-            "itl": {50: itl, 90: itl * 1.05, 99: itl * 1.1},
-            "ttft": {50: ttft, 90: ttft * 1.2, 99: ttft * 1.5},
-            "running_max": 8.0,
-            "waiting_max": 12.0,
-        }
-    )
+    return with_spread(window, running_max=8.0, waiting_max=12.0)
 
 
 def _first_move(itl_target: str) -> Change | Exhausted:

@@ -6,7 +6,7 @@ do, safe changes keep going first."""
 
 from __future__ import annotations
 
-from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of
+from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of, with_spread
 
 from latency_tuner.core import model, reach
 from latency_tuner.core.diagnosis import diagnose
@@ -37,18 +37,12 @@ def _long_prompts_on_little_kv(queue: float) -> Observation:
     window = window_of(
         engine, prompt=6000, running=4, queue=queue, waiting_mean=queue, request_rate=0.3
     )
-    itl, ttft = window.itl_mean, window.ttft_mean
-    assert itl is not None
-    assert ttft is not None
-    return window.model_copy(
-        update={
-            "itl": {50: itl, 90: itl * 1.05, 99: itl * 1.1},
-            "ttft": {50: ttft, 90: ttft * 1.2, 99: ttft * 1.5},
-            "running_max": 4.0,
-            "waiting_max": queue * 1.5,
-            "kv_cache_usage_mean": 0.9,
-            "kv_cache_usage_max": 1.0,
-        }
+    return with_spread(
+        window,
+        running_max=4.0,
+        waiting_max=queue * 1.5,
+        kv_cache_usage_mean=0.9,
+        kv_cache_usage_max=1.0,
     )
 
 
