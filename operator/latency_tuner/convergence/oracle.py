@@ -25,7 +25,7 @@ from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.convergence.space import Point, dimensions, hardware_of, start_container
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.config_view import view
-from latency_tuner.core.knobs import CATALOG, KnobClass, KnobName
+from latency_tuner.core.knobs import KnobClass, costliest_class
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import score
 from latency_tuner.vllm.args import VllmCommandLine
@@ -67,12 +67,7 @@ def knob_class(scenario: Scenario, values: tuple[tuple[str, str], ...]) -> KnobC
     """The costliest class among the knobs ``values`` change from the start (the first value of
     each lossy or costly dimension is the start's; safe knobs cannot raise the class)."""
     first = {d.knob: d.values[0] for d in dimensions(scenario)}
-    worst = KnobClass.SAFE
-    for knob, value in values:
-        cls = CATALOG[KnobName(knob)].knob_class
-        if cls is not KnobClass.SAFE and value != first.get(knob) and cls.rank > worst.rank:
-            worst = cls
-    return worst
+    return costliest_class(knob for knob, value in values if value != first.get(knob))
 
 
 def class_of_container(scenario: Scenario, container: ContainerConfig) -> KnobClass:

@@ -55,7 +55,7 @@ from latency_tuner.core import space as allowed
 from latency_tuner.core.config_view import view
 from latency_tuner.core.evidence import Bottleneck, Cause
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import CATALOG, KnobClass, KnobName
+from latency_tuner.core.knobs import KnobClass, costliest_class
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.score import ObjectiveScore, Score, format_seconds
 from latency_tuner.perf.config import EngineConfig
@@ -222,7 +222,7 @@ def cheapest_way(fit: Fitted) -> Way | None:
         if expected.gpus > gpus:
             if meets:
                 more.append(expected.gpus)
-        elif _class(expected) is KnobClass.SAFE:
+        elif costliest_class(knob for knob, _ in expected.values) is KnobClass.SAFE:
             if near:
                 return None  # safe changes may do
         else:
@@ -232,12 +232,6 @@ def cheapest_way(fit: Fitted) -> Way | None:
     if lossy_near or not more:
         return None  # the running GPUs may do, or nothing is expected to meet
     return Way(KnobClass.COSTLY, min(more))
-
-
-def _class(expected: Expected) -> KnobClass:
-    """The costliest class among the knobs a configuration changes from the running one."""
-    classes = [CATALOG[KnobName(knob)].knob_class for knob, _ in expected.values]
-    return max(classes, key=lambda c: c.rank, default=KnobClass.SAFE)
 
 
 Points = list[tuple[tuple[tuple[str, str], ...], allowed.Setting]]

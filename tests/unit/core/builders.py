@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from latency_tuner.api.spec import Knobs, Objective, Objectives
+from latency_tuner.core import model, reach
+from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
 from latency_tuner.perf.config import EngineConfig
@@ -205,3 +207,23 @@ def with_spread(window: Observation, **overrides: Any) -> Observation:
         "ttft": {50: ttft, 90: ttft * 1.2, 99: ttft * 1.5},
     }
     return window.model_copy(update={**fields, **overrides})
+
+
+def cheapest_way(
+    window: Observation,
+    goal: Objectives,
+    cl: VllmCommandLine,
+    spec: Knobs,
+    hardware: HardwareInfo = H100,
+) -> reach.Way | None:
+    """``reach.cheapest_way`` on ``window`` of ``cl``, as the planner asks it: the model
+    calibrated at the ITL objective's percentile, the window diagnosed against ``goal``."""
+    running = model.engine_config(cl, None, hardware)
+    assert running is not None
+    itl = goal.itl.percentile if goal.itl is not None else None
+    calibration = model.calibrate(window, running, itl)
+    assert calibration is not None
+    d = diagnose(window, goal, cl, hardware, spec)
+    assert d.score is not None
+    fit = reach.Fitted(window, d.causes, d.score, calibration, running, cl, spec, hardware)
+    return reach.cheapest_way(fit)

@@ -8,6 +8,8 @@ module with a ``KNOB``, one line here, and its entries in the table (``core.knob
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from latency_tuner.core.knobs import (
     chunked_prefill,
     cpu_offload,
@@ -21,7 +23,7 @@ from latency_tuner.core.knobs import (
     speculative_decoding,
     tensor_parallel,
 )
-from latency_tuner.core.knobs.base import Knob, KnobName
+from latency_tuner.core.knobs.base import Knob, KnobClass, KnobName
 
 KNOBS: tuple[Knob, ...] = (
     cpu_offload.KNOB,
@@ -38,3 +40,10 @@ KNOBS: tuple[Knob, ...] = (
 )
 
 CATALOG: dict[KnobName, Knob] = {knob.name: knob for knob in KNOBS}
+
+
+def costliest_class(knobs: Iterable[str]) -> KnobClass:
+    """The costliest class among ``knobs`` (names of knobs a configuration changes; SAFE for
+    none): what the change as a whole costs."""
+    classes = [CATALOG[KnobName(knob)].knob_class for knob in knobs]
+    return max(classes, key=lambda c: c.rank, default=KnobClass.SAFE)

@@ -6,9 +6,17 @@ running GPUs may do, the cheaper kinds keep going first."""
 
 from __future__ import annotations
 
-from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of, with_spread
+from tests.unit.core.builders import (
+    H100,
+    cheapest_way,
+    command_line,
+    knobs,
+    objectives,
+    window_of,
+    with_spread,
+)
 
-from latency_tuner.core import model, reach
+from latency_tuner.core import model
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.knobs import Change, KnobClass, KnobName
 from latency_tuner.core.observation import Observation
@@ -59,17 +67,10 @@ def test_an_itl_one_gpu_can_meet_keeps_the_safe_knob_first() -> None:
 
 def test_the_fewest_gpus_are_those_the_model_expects_to_meet_the_targets() -> None:
     window = _queued_decode_bound_window()
-    running = model.engine_config(RUNNING, 1, H100)
-    assert running is not None
-    calibration = model.calibrate(window, running, 90)
-    assert calibration is not None
 
     def fewest(itl_target: str) -> int | None:
         goal = objectives(ttft="1s", itl=itl_target, percentile=90)
-        d = diagnose(window, goal, RUNNING, H100, SPEC)
-        assert d.score is not None
-        fit = reach.Fitted(window, d.causes, d.score, calibration, running, RUNNING, SPEC, H100)
-        way = reach.cheapest_way(fit)
+        way = cheapest_way(window, goal, RUNNING, SPEC)
         if way is None:
             return None
         assert way.knob_class is KnobClass.COSTLY  # nothing lossy is allowed

@@ -6,7 +6,15 @@ do, safe changes keep going first."""
 
 from __future__ import annotations
 
-from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of, with_spread
+from tests.unit.core.builders import (
+    H100,
+    cheapest_way,
+    command_line,
+    knobs,
+    objectives,
+    window_of,
+    with_spread,
+)
 
 from latency_tuner.core import model, reach
 from latency_tuner.core.diagnosis import diagnose
@@ -70,18 +78,8 @@ def test_a_target_safe_knobs_may_reach_keeps_them_first() -> None:
 
 def test_the_cheapest_way_names_the_lossy_kind_on_the_running_gpu() -> None:
     window = _long_prompts_on_little_kv(20.0)
-    running = model.engine_config(RUNNING, 1, H100)
-    assert running is not None
-    calibration = model.calibrate(window, running, 90)
-    assert calibration is not None
     goal = objectives(ttft="3s", itl="60ms", percentile=90)
-    d = diagnose(window, goal, RUNNING, H100, SPEC)
-    assert d.score is not None
-    fit = reach.Fitted(window, d.causes, d.score, calibration, running, RUNNING, SPEC, H100)
-    assert reach.cheapest_way(fit) == reach.Way(KnobClass.LOSSY, 1)
+    assert cheapest_way(window, goal, RUNNING, SPEC) == reach.Way(KnobClass.LOSSY, 1)
     # A target nothing allowed comes near: no way to head for.
     tight = objectives(ttft="100ms", itl="60ms", percentile=90)
-    d = diagnose(window, tight, RUNNING, H100, SPEC)
-    assert d.score is not None
-    fit = reach.Fitted(window, d.causes, d.score, calibration, running, RUNNING, SPEC, H100)
-    assert reach.cheapest_way(fit) is None
+    assert cheapest_way(window, tight, RUNNING, SPEC) is None
