@@ -25,8 +25,14 @@ removes what history rules out:
   since (the configuration that trial was judged on is gone). A value strictly inside that
   range was not judged, though: a jump from 16384 to 512 batched tokens that fixed ITL can
   overshoot into TTFT, and 1024 may meet both. Such a value is open when the calibrated model
-  expects it to at least halve the window's violation (``STEP_BACK_SCORE``); the start itself
-  stays closed. Each such step narrows the range, so this ends.
+  expects it to at least halve the window's violation (``STEP_BACK_SCORE``), or, when that
+  move overshot (it turned a target its baseline met into one its trial missed, and the window
+  misses it still: ``_overshot``), when the model expects it to lower the violation at all;
+  the start itself stays closed. Each such step narrows the range, so this ends.
+
+A change kept only as a step on a saturated server (``verdict.STEP_ON_SATURATED``: two
+saturated windows could not judge it, and it served no fewer) counts as kept, but is not
+continued: it showed no gain of its own.
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps"), and
@@ -87,7 +93,7 @@ from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.score import ObjectiveName, Score, score
-from latency_tuner.core.verdict import BOTH_SATURATED, chance_change
+from latency_tuner.core.verdict import BOTH_SATURATED, STEP_ON_SATURATED, chance_change
 from latency_tuner.perf.config import EngineConfig
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -130,10 +136,11 @@ class TrialRecord:
     to_value: str | None
     verdict: Verdict | None
     load: LoadFingerprint | None = None
-    score_before: float | None = None
-    score_after: float | None = None
+    before: MetricSnapshot | None = None  # the windows that judged it, at the objectives'
+    after: MetricSnapshot | None = None  # percentiles
     transient: bool = False  # a Failed trial whose pods only waited for resources
     saturated: bool = False  # an Inconclusive trial whose windows were both saturated
+    step: bool = False  # kept as a step on a saturated server: it showed no gain of its own
     refinement: bool = False  # tried for margin, with the targets met (``refine``)
     model_errors: tuple[float, ...] = ()  # |measured - expected| of its model forecasts
 
@@ -146,14 +153,18 @@ class TrialRecord:
         reason = trial.reason or ""
         transient = trial.verdict is Verdict.FAILED and reason.startswith(TRANSIENT_FAILURE)
         saturated = trial.verdict is Verdict.INCONCLUSIVE and reason.startswith(BOTH_SATURATED)
+        step = trial.verdict is Verdict.KEEP and STEP_ON_SATURATED in reason
         return cls(
             trial.knob,
             trial.from_value,
             trial.to_value,
             trial.verdict,
             load,
+            trial.before,
+            trial.after,
             transient=transient,
             saturated=saturated,
+            step=step,
             refinement=trial.refinement,
             model_errors=tuple(
                 abs(p.error)
@@ -233,18 +244,22 @@ def plan(
             return Exhausted(case.describe(), tuple(dict.fromkeys(advice)), unreachable=True)
     now = _violation(diagnosis)
 
-    def clearly_better(candidate: Candidate) -> bool:
-        return (
-            forecasts is not None
-            and now > 0
-            and forecasts.violation(candidate) <= now * STEP_BACK_SCORE
-        )
+    def may_step_back(record: TrialRecord, candidate: Candidate) -> bool:
+        """May ``candidate``, strictly inside the range kept ``record`` moved its knob out of,
+        be tried? When the model expects it to halve the violation, or when that move
+        overshot (``_overshot``) and the model expects it to lower the violation at all."""
+        if forecasts is None:
+            return _overshot(record, diagnosis.score)
+        expected = forecasts.violation(candidate)
+        if now > 0 and expected <= now * STEP_BACK_SCORE:
+            return True
+        return _overshot(record, diagnosis.score) and expected < now
 
     ruled_out: list[str] = []
     open_: list[Candidate] = []
     for candidate in ranking.candidates:
         why_not = _ruled_out(
-            candidate, history, incompatible, observation.load, load_tolerance, clearly_better
+            candidate, history, incompatible, observation.load, load_tolerance, may_step_back
         )
         if why_not is None:
             open_.append(candidate)
@@ -267,7 +282,7 @@ def plan(
     def open_rung(candidate: Candidate) -> bool:
         return (
             _ruled_out(
-                candidate, history, incompatible, observation.load, load_tolerance, clearly_better
+                candidate, history, incompatible, observation.load, load_tolerance, may_step_back
             )
             is None
         )
@@ -334,7 +349,7 @@ def refine(
         if candidate.knob_class is not KnobClass.SAFE:
             continue
         if _ruled_out(
-            candidate, history, incompatible, observation.load, load_tolerance, lambda _: False
+            candidate, history, incompatible, observation.load, load_tolerance, lambda *_: False
         ):
             continue
         found = forecasts.after(candidate)
@@ -597,7 +612,7 @@ def _ruled_out(
     incompatible: Collection[tuple[str, str | None]],
     load: LoadFingerprint,
     tolerance: float,
-    clearly_better: Callable[[Candidate], bool],
+    may_step_back: Callable[[TrialRecord, Candidate], bool],
 ) -> str | None:
     name = candidate.knob.value
     label = f"{name} -> {candidate.to_value if candidate.to_value is not None else '(removed)'}"
@@ -614,7 +629,7 @@ def _ruled_out(
             and comparable
             and _steps_back(record, candidate.to_value)
             and not _reconfigured_since(history, index)
-            and not (_inside(record, candidate.to_value) and clearly_better(candidate))
+            and not (_inside(record, candidate.to_value) and may_step_back(record, candidate))
         ):
             return (
                 f"{label} goes back towards {record.from_value}, which trial "
@@ -673,9 +688,12 @@ def _reconfigured_since(history: Sequence[TrialRecord], index: int) -> bool:
     """Another knob's change was kept after ``history[index]``: the server that trial was
     judged on is gone, so what it showed no longer holds (FP8 KV after a lower max-num-seqs can
     make the higher one the better again; a larger max-num-seqs reverted on one GPU can help
-    once tensor parallelism doubled the KV cache)."""
+    once tensor parallelism doubled the KV cache). A step kept on a saturated server does not
+    count: the server it joined saturates still, and it showed no change of its own."""
     knob = history[index].knob
-    return any(r.verdict is Verdict.KEEP and r.knob != knob for r in history[index + 1 :])
+    return any(
+        r.verdict is Verdict.KEEP and not r.step and r.knob != knob for r in history[index + 1 :]
+    )
 
 
 def _steps_back(record: TrialRecord, value: str | None) -> bool:
@@ -687,6 +705,23 @@ def _steps_back(record: TrialRecord, value: str | None) -> bool:
         return False
     low, high = min(start, end), max(start, end)
     return low <= to <= high and to != end
+
+
+def _overshot(record: TrialRecord, now: Score | None) -> bool:
+    """The kept move turned an objective that its baseline window met into one its trial window
+    missed, and this window misses it still: it traded one target for another, so the balance
+    of the two, if any, lies inside the range it jumped (a trade-off knob, such as the batched
+    tokens per step between TTFT and ITL, moves both latencies monotonically)."""
+    if now is None or record.before is None or record.after is None:
+        return False
+    for objective in now.objectives:
+        if not objective.violation:
+            continue
+        field = f"{objective.name}_seconds"
+        was, then = getattr(record.before, field), getattr(record.after, field)
+        if was is not None and then is not None and was <= objective.threshold < then:
+            return True
+    return False
 
 
 def _inside(record: TrialRecord, value: str | None) -> bool:
@@ -704,14 +739,15 @@ def _continuation(
     config: VllmCommandLine,
     hardware: HardwareInfo,
 ) -> list[Candidate]:
-    """Open candidates that continue the last kept trial, if it moved a numeric knob: the same
+    """Open candidates that continue the last kept trial, if it moved a numeric knob (and was
+    not kept only as a step on a saturated server): the same
     knob, one more rung the same way, as long as that is the way the diagnosis ranks first for
     the knob now (a cause may offer the other way as a fallback; that is not "still pulling").
     (A step that was reverted or failed beyond it is not open any more: history ruled it out
     under this load.)"""
     kept = [r for r in history if r.verdict is Verdict.KEEP]
-    if not kept:
-        return []
+    if not kept or kept[-1].step:
+        return []  # a step kept on a saturated server showed no gain to continue
     last = kept[-1]
     direction = _direction(last, config, hardware)
     if direction == 0:

@@ -24,7 +24,14 @@
   requests costs the rollout back and the rollout again, a longer look only minutes.
 - A saturated arm (``core.saturation``) counts with any number of requests, but its latencies
   are lower bounds: only the direction they can prove is concluded, else Inconclusive
-  (``_bounded``), never a failure.
+  (``_bounded``), never a failure. Except, when the caller allows it (a safe change), two
+  saturated windows where the trial finished no fewer of the same arrivals, scored no worse
+  beyond the noise and left ITL (the one latency a queue does not bound) not much worse: that
+  change is kept as a step
+  (``STEP_ON_SATURATED``). A server held by two limits at once (slots and prefill compute, say)
+  saturates after either change alone, so each alone is Inconclusive and reverted, and the pair
+  that would clear the queue is never reached; kept, the next change is judged on top of it,
+  and the first window that keeps up judges them together.
 
 Noise: sub-windows of length W/k give a relative standard deviation s of the metric; a whole
 window's estimate varies about s/sqrt(k), and the difference of two windows about
@@ -49,6 +56,7 @@ from latency_tuner.core.saturation import flow, saturated, usable
 from latency_tuner.core.score import (
     LABELS,
     OBJECTIVE_NAMES,
+    ObjectiveName,
     Score,
     format_seconds,
     score,
@@ -69,6 +77,8 @@ LONGER_LOOK = 2
 # How an Inconclusive reason starts when both arms were saturated and the trial drained no more
 # than the baseline: the planner reads it (a repeat under the same load saturates again).
 BOTH_SATURATED = "both windows saturated (their latencies are lower bounds)"
+# How the reason of a change kept as a step on a saturated server goes on (``_bounded``).
+STEP_ON_SATURATED = "kept as a step: what it adds may wait behind another limit"
 
 
 class Outcome(StrEnum):
@@ -106,9 +116,12 @@ def judge_trial(
     baseline_subwindows: Sequence[Observation] = (),
     load_tolerance: float = LOAD_TOLERANCE,
     may_look_longer: bool = False,
+    may_step: bool = False,
 ) -> Judgement:
     """The verdict on a trial window against the baseline window; with ``may_look_longer``, a
-    gain just short of the bar asks for a longer trial window instead (``_near``)."""
+    gain just short of the bar asks for a longer trial window instead (``_near``); with
+    ``may_step``, a change that two saturated windows cannot judge and that served no fewer is
+    kept as a step (``_bounded``)."""
     if isinstance(baseline, NoData):
         return Judgement(Outcome.NO_DATA, f"no data in the baseline window: {baseline.reason}")
     if isinstance(trial, NoData):
@@ -141,7 +154,7 @@ def judge_trial(
     if may_look_longer and not (sat_before or sat_after or load_change):
         judged = _near(judged, min_improvement, baseline, trial)
     if sat_before or sat_after:
-        judged = _bounded(judged, baseline, trial, sat_before, sat_after)
+        judged = _bounded(judged, (baseline, trial), (sat_before, sat_after), objectives, may_step)
     if judged.outcome is Outcome.KEEP:
         worse = guard_unnamed(baseline, trial, objectives)
         if worse is not None:
@@ -215,10 +228,10 @@ def _despite_load(judged: Judgement, load_change: str, heavier: int) -> Judgemen
 
 def _bounded(
     judged: Judgement,
-    baseline: Observation,
-    trial: Observation,
-    sat_before: bool,
-    sat_after: bool,
+    windows: tuple[Observation, Observation],
+    saturation: tuple[bool, bool],
+    objectives: Objectives,
+    may_step: bool,
 ) -> Judgement:
     """The verdict when an arm is saturated: its finished requests' latencies are lower bounds
     (the requests still waiting will be slower), so only one direction can be concluded.
@@ -228,8 +241,12 @@ def _bounded(
     - trial saturated, baseline not: a trial worse even at its lower bound is surely worse
       (Revert); otherwise Inconclusive.
     - both saturated: the one that finishes clearly more of the same arrivals drains faster;
-      a trial that does, without a worse score, is kept; otherwise Inconclusive.
+      a trial that does, without a worse score, is kept. With ``may_step``, one that finished
+      no clearly fewer, scored no worse beyond the noise even at its bounds and made no ITL
+      much worse is kept as a step. Otherwise Inconclusive.
     """
+    baseline, trial = windows
+    sat_before, sat_after = saturation
 
     def inconclusive(why: str) -> Judgement:
         return replace(judged, outcome=Outcome.INCONCLUSIVE, reason=f"{why}: {judged.reason}")
@@ -244,13 +261,19 @@ def _bounded(
         return inconclusive("the trial was saturated (its latencies are lower bounds)")
     a, b = flow(trial), flow(baseline)
     more = trial.requests - baseline.requests
-    drains = more > 0 and more / trial.requests > count_tolerance(trial.requests, baseline.requests)
-    if drains and (judged.improvement or 0.0) >= 0:
-        reason = (
-            f"both windows saturated; the trial finished {trial.requests} of "
-            f"{a.arrivals:.0f} arrivals against {baseline.requests} of {b.arrivals:.0f}: "
-            f"{judged.reason}"
-        )
+    tolerance = count_tolerance(trial.requests, baseline.requests)
+    counts = (
+        f"the trial finished {trial.requests} of {a.arrivals:.0f} arrivals against "
+        f"{baseline.requests} of {b.arrivals:.0f}"
+    )
+    if more > 0 and more / trial.requests > tolerance and (judged.improvement or 0.0) >= 0:
+        reason = f"both windows saturated; {counts}: {judged.reason}"
+        return replace(judged, outcome=Outcome.KEEP, reason=reason)
+    fewer = more < 0 and -more / baseline.requests > tolerance
+    worse = (judged.improvement or 0.0) < -(judged.required or 0.0)
+    itl_worse = _much_worse(baseline, trial, ("itl",), objectives) is not None
+    if may_step and not (fewer or worse or itl_worse):
+        reason = f"both windows saturated; {counts}: {STEP_ON_SATURATED} ({judged.reason})"
         return replace(judged, outcome=Outcome.KEEP, reason=reason)
     return inconclusive(BOTH_SATURATED)
 
@@ -264,10 +287,22 @@ def guard_unnamed(baseline: Observation, trial: Observation, objectives: Objecti
     must rise by more than ``UNNAMED_WORSE`` and beyond its sampling noise to count.
     """
     named = {name for name, _ in set_objectives(objectives)}
+    unnamed = [name for name in OBJECTIVE_NAMES if name not in named]
+    return _much_worse(baseline, trial, unnamed, objectives, " (no objective)")
+
+
+def _much_worse(
+    baseline: Observation,
+    trial: Observation,
+    names: Sequence[ObjectiveName],
+    objectives: Objectives,
+    note: str = "",
+) -> str | None:
+    """The first of the latencies ``names`` that the trial made much worse (by more than
+    ``UNNAMED_WORSE`` and beyond its sampling noise) at a percentile the objectives use, in
+    words; else None."""
     percentiles = sorted({o.percentile for _, o in set_objectives(objectives)})
-    for name in OBJECTIVE_NAMES:
-        if name in named:
-            continue
+    for name in names:
         was_q: dict[int, float] = getattr(baseline, name)
         now_q: dict[int, float] = getattr(trial, name)
         for p in percentiles:
@@ -277,7 +312,7 @@ def guard_unnamed(baseline: Observation, trial: Observation, objectives: Objecti
             noise = _difference_se(was_q, now_q, p, baseline.requests, trial.requests)
             if now > was * (1 + UNNAMED_WORSE) and now - was > NOISE_SIGMAS * noise:
                 return (
-                    f"{LABELS[name]} p{p} (no objective) {format_seconds(was)} -> "
+                    f"{LABELS[name]} p{p}{note} {format_seconds(was)} -> "
                     f"{format_seconds(now)} ({(now - was) / was:+.0%}): much worse"
                 )
     return None

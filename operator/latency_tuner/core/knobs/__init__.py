@@ -36,7 +36,7 @@ from latency_tuner.core.knobs.gpu_memory_utilization import (
 from latency_tuner.core.knobs.max_num_batched_tokens import BATCHED_TOKENS_LADDER
 from latency_tuner.core.knobs.max_num_seqs import MAX_NUM_SEQS_LADDER
 from latency_tuner.core.knobs.quantization import variant_flags
-from latency_tuner.core.knobs.registry import CATALOG, costliest_class
+from latency_tuner.core.knobs.registry import CATALOG, class_of, costliest_class
 from latency_tuner.core.knobs.tensor_parallel import TENSOR_PARALLEL_LADDER
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -53,6 +53,7 @@ __all__ = [
     "KnobClass",
     "KnobName",
     "apply",
+    "class_of",
     "costliest_class",
     "format_number",
     "ladder_in",

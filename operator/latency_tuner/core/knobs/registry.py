@@ -47,3 +47,12 @@ def costliest_class(knobs: Iterable[str]) -> KnobClass:
     none): what the change as a whole costs."""
     classes = [CATALOG[KnobName(knob)].knob_class for knob in knobs]
     return max(classes, key=lambda c: c.rank, default=KnobClass.SAFE)
+
+
+def class_of(knob: str) -> KnobClass | None:
+    """The class of the knob named ``knob``; None for a name no knob has (a status trial's
+    knob is read back from the resource, which a tenant can write)."""
+    try:
+        return CATALOG[KnobName(knob)].knob_class
+    except ValueError:
+        return None

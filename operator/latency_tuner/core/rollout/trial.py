@@ -8,6 +8,7 @@ from datetime import timedelta
 from latency_tuner.api.conditions import ConditionType, get_condition
 from latency_tuner.api.durations import format_duration, format_timestamp
 from latency_tuner.api.status import IncompatibleValue, Phase, Trial, Verdict, with_trial
+from latency_tuner.core.knobs import KnobClass, class_of
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import LOAD_TOLERANCE, TRANSIENT_FAILURE, load_of
 from latency_tuner.core.rollout.events import Reason
@@ -141,6 +142,7 @@ def measuring(r: Round, facts: Ready) -> Decision:
         min_improvement=r.spec.evaluation.min_improvement,
         baseline_subwindows=[w for w in windows.baseline_parts if isinstance(w, Observation)],
         may_look_longer=not trial.longer and trial.measurements == 0,
+        may_step=_may_step(trial),
     )
     measured = scored(
         trial.model_copy(
@@ -178,6 +180,21 @@ def measuring(r: Round, facts: Ready) -> Decision:
         f"trial {trial.id}: {judgement.reason}; measuring again",
         "remeasuring",
     )
+
+
+def _may_step(trial: Trial) -> bool:
+    """May two saturated windows that cannot judge ``trial`` keep it as a step
+    (``verdict.STEP_ON_SATURATED``)? A safe change that was expected to shorten the queue (its
+    TTFT forecast, else its E2E one, lower): one chosen for ITL at the queue's expense (fewer
+    slots) adds nothing a later change could unlock. A lossy or costly change must show what
+    it buys."""
+    if class_of(trial.knob) is not KnobClass.SAFE:
+        return False
+    for name in ("ttft", "e2e"):
+        expected = [p.expected_change for p in trial.predictions if p.objective == name]
+        if expected:
+            return expected[0] < 0
+    return False
 
 
 def remeasure(r: Round, trial: Trial, condition: str, note: str, decision: str) -> Decision:

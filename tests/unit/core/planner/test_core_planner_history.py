@@ -4,6 +4,7 @@ under a comparable load, values that failed to start are never retried."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 from tests.unit.core.builders import (
     A100,
@@ -21,7 +22,7 @@ from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.planner import Exhausted, TrialRecord, plan
-from latency_tuner.core.verdict import BOTH_SATURATED
+from latency_tuner.core.verdict import BOTH_SATURATED, STEP_ON_SATURATED
 from latency_tuner.vllm.args import VllmCommandLine
 
 TTFT = objectives(ttft="500ms")
@@ -43,7 +44,7 @@ def next_change(
 def record(
     frm: str | None, to: str, verdict: Verdict, load: LoadFingerprint | None, knob: str = SEQS
 ) -> TrialRecord:
-    return TrialRecord(knob, frm, to, verdict, load, 0.7, 0.4)
+    return TrialRecord(knob, frm, to, verdict, load)
 
 
 def test_a_kept_step_continues_one_more_rung_the_same_way() -> None:
@@ -58,6 +59,17 @@ def test_a_kept_step_continues_one_more_rung_the_same_way() -> None:
         "1024",
     )
     assert change.reason.startswith("continuing the kept direction: Queueing on TTFT p90")
+
+
+def test_a_step_kept_on_a_saturated_server_is_not_continued() -> None:
+    # The same kept move as above, kept only as a step (two saturated windows could not judge
+    # it): it showed no gain, so the next change is whichever ranks first.
+    window = queueing(running_mean=500.0, running_max=512.0)
+    cl = command_line("--max-num-seqs", "512")
+    step = replace(record(None, "512", Verdict.KEEP, window.load), step=True)
+    change = next_change(window, cl, [step])
+    assert isinstance(change, Change)
+    assert not change.reason.startswith("continuing the kept direction")
 
 
 def test_continuation_goes_first_even_when_another_knob_ranks_higher() -> None:
@@ -214,6 +226,23 @@ def test_a_saturated_inconclusive_change_is_open_under_another_load_or_on_a_chan
     assert not isinstance(closed, Change) or closed.knob is not KnobName.MAX_NUM_SEQS
 
 
+def test_a_step_kept_on_a_saturated_server_does_not_reopen_what_saturated_before_it() -> None:
+    # The step budget kept only as a step: the server that saturated under 512 slots is still
+    # saturated, so the slots stay closed (with a real Keep they reopen, as above).
+    window = queueing(running_mean=500.0, running_max=512.0)
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    cl = command_line("--max-num-batched-tokens", "4096")
+    step = replace(record("2048", "4096", Verdict.KEEP, window.load, batched), step=True)
+    beyond = record("4096", "8192", Verdict.REVERT, window.load, batched)
+    history = [saturated("512", window.load), step, beyond]
+    result = next_change(window, cl, history, gpu_memory_utilization=None, prefix_caching=False)
+    assert not isinstance(result, Change) or result.knob is not KnobName.MAX_NUM_SEQS
+    kept = [history[0], replace(step, step=False), beyond]
+    reopened = next_change(window, cl, kept, gpu_memory_utilization=None, prefix_caching=False)
+    assert isinstance(reopened, Change)
+    assert (reopened.knob, reopened.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+
+
 def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_saturated() -> None:
     trial = status_trial(
         "Inconclusive",
@@ -224,6 +253,21 @@ def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_sat
     assert not TrialRecord.from_trial(other).saturated
     kept = trial.model_copy(update={"verdict": Verdict.KEEP})
     assert not TrialRecord.from_trial(kept).saturated
+    assert not TrialRecord.from_trial(kept).step
+
+
+def test_a_status_trial_carries_the_latencies_of_the_windows_that_judged_it() -> None:
+    before, after = {"ttftSeconds": 0.1, "itlSeconds": 0.05}, {"ttftSeconds": 0.2}
+    record = TrialRecord.from_trial(status_trial("Keep", before=before, after=after))
+    assert record.before is not None and record.after is not None
+    assert (record.before.ttft_seconds, record.before.itl_seconds) == (0.1, 0.05)
+    assert (record.after.ttft_seconds, record.after.itl_seconds) == (0.2, None)
+
+
+def test_a_status_trial_kept_as_a_step_on_a_saturated_server_is_recorded_as_a_step() -> None:
+    reason = f"both windows saturated; the trial finished 98 of 150 arrivals: {STEP_ON_SATURATED}"
+    assert TrialRecord.from_trial(status_trial("Keep", reason=reason)).step
+    assert not TrialRecord.from_trial(status_trial("Inconclusive", reason=reason)).step
 
 
 def test_a_status_trial_is_compared_by_the_load_that_arrived_when_its_snapshot_has_it() -> None:
@@ -264,7 +308,9 @@ def test_a_numeric_knob_does_not_step_back_into_the_range_a_kept_trial_left() ->
     assert isinstance(plan(d, window, cl, spec, H100, []), Change)
 
 
-def _chunked_long_prompts_at_512(ttft_target: str) -> Change | Exhausted:
+def _chunked_long_prompts_at_512(
+    ttft_target: str, windows: tuple[MetricSnapshot, MetricSnapshot] | None = None
+) -> Change | Exhausted:
     # 16384 -> 512 batched tokens was kept (it fixed ITL); 4,000-token prompts now take eight
     # chunks, and TTFT p90 (200 ms) is over its target while ITL is met.
     batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
@@ -281,6 +327,8 @@ def _chunked_long_prompts_at_512(ttft_target: str) -> Change | Exhausted:
     spec = knobs(max_num_batched_tokens={"min": 512, "max": 16384})
     d = diagnose(window, objectives(ttft=ttft_target, itl="30ms"), cl, H100, spec)
     history = [record("16384", "512", Verdict.KEEP, window.load, batched)]
+    if windows is not None:
+        history = [replace(history[0], before=windows[0], after=windows[1])]
     return plan(d, window, cl, spec, H100, history)
 
 
@@ -299,6 +347,24 @@ def test_a_value_inside_a_kept_jump_is_tried_when_the_model_expects_it_to_halve_
 def test_a_value_inside_a_kept_jump_stays_closed_when_the_model_expects_less() -> None:
     # Against 120 ms the same 14% leaves most of the miss (0.67 -> 0.43 of the target).
     result = _chunked_long_prompts_at_512("120ms")
+    assert isinstance(result, Exhausted)
+    assert "maxNumBatchedTokens -> 1024 goes back towards 16384" in result.reason
+
+
+def test_a_value_inside_a_jump_that_traded_one_target_for_another_is_tried() -> None:
+    # The jump took ITL p90 from 50 ms (target 30 ms) to 14 ms and TTFT p90 from 100 ms (met,
+    # target 120 ms) to 200 ms: it overshot, and the same 14% the model expects from 1024 is
+    # now worth a trial.
+    traded = (
+        MetricSnapshot(ttft_seconds=0.1, itl_seconds=0.05),
+        MetricSnapshot(ttft_seconds=0.2, itl_seconds=0.014),
+    )
+    change = _chunked_long_prompts_at_512("120ms", traded)
+    assert isinstance(change, Change), change
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "1024")
+    # A jump whose TTFT was missed before it too traded nothing: the range stays closed.
+    missed_already = (MetricSnapshot(ttft_seconds=0.15, itl_seconds=0.05), traded[1])
+    result = _chunked_long_prompts_at_512("120ms", missed_already)
     assert isinstance(result, Exhausted)
     assert "maxNumBatchedTokens -> 1024 goes back towards 16384" in result.reason
 

@@ -34,8 +34,6 @@ def trial(
             change.to_value,
             j.outcome.status_verdict,
             before.load,
-            j.before.value if j.before else None,
-            j.after.value if j.after else None,
         )
     )
     return j.outcome

@@ -14,7 +14,13 @@ from tests.unit.core.builders import healthy, objectives
 from latency_tuner.api.spec import Objectives
 from latency_tuner.core.noise import count_tolerance, mean_tolerance
 from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
-from latency_tuner.core.verdict import BOTH_SATURATED, Judgement, Outcome, judge_trial
+from latency_tuner.core.verdict import (
+    BOTH_SATURATED,
+    STEP_ON_SATURATED,
+    Judgement,
+    Outcome,
+    judge_trial,
+)
 
 TTFT = objectives(ttft="500ms")
 
@@ -37,8 +43,11 @@ def judge(
     trial: ObservationResult,
     goals: Objectives = TTFT,
     min_requests: int = 20,
+    may_step: bool = False,
 ) -> Judgement:
-    return judge_trial(baseline, trial, goals, min_requests=min_requests, min_improvement=0.05)
+    return judge_trial(
+        baseline, trial, goals, min_requests=min_requests, min_improvement=0.05, may_step=may_step
+    )
 
 
 def test_a_ten_percent_better_score_over_forty_requests_is_noise_and_not_kept() -> None:
@@ -158,6 +167,39 @@ def test_of_two_saturated_windows_the_one_that_finishes_clearly_more_is_kept() -
     assert j.outcome is Outcome.KEEP, j.reason
     assert j.reason.startswith("both windows saturated")
     assert judge(saturated(), saturated()).outcome is Outcome.INCONCLUSIVE
+
+
+def test_a_step_two_saturated_windows_cannot_judge_is_kept_when_the_caller_allows_it() -> None:
+    # 6 of 66 against 7 of 64: served no fewer; its TTFT lower bound is no worse.
+    as_many = saturated(requests=7, request_rate=7 / 30, waiting_delta=57.0)
+    j = judge(saturated(), as_many, may_step=True)
+    assert j.outcome is Outcome.KEEP, j.reason
+    assert STEP_ON_SATURATED in j.reason
+    assert "the trial finished 7 of 64 arrivals against 6 of 66" in j.reason
+    assert judge(saturated(), as_many).outcome is Outcome.INCONCLUSIVE
+
+
+def test_a_step_on_a_saturated_server_is_not_kept_when_it_finished_clearly_fewer() -> None:
+    busy = saturated(requests=40, request_rate=40 / 30, waiting_delta=24.0)
+    j = judge(busy, saturated(), may_step=True)
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason.startswith(BOTH_SATURATED)
+
+
+def test_a_step_on_a_saturated_server_is_not_kept_when_it_scored_worse_even_at_its_bounds() -> (
+    None
+):
+    slower = saturated(ttft={50: 20.0, 90: 40.0, 95: 45.0, 99: 50.0})
+    assert judge(saturated(), slower, may_step=True).outcome is Outcome.INCONCLUSIVE
+
+
+def test_a_step_on_a_saturated_server_is_not_kept_when_it_made_itl_much_worse() -> None:
+    # ITL is the one latency a queue does not bound: three times worse is a measured harm.
+    itl = {50: 0.02, 90: 0.025, 95: 0.027, 99: 0.03}
+    tripled = {p: v * 3 for p, v in itl.items()}
+    before, after = saturated(itl=itl), saturated(itl=tripled)
+    assert judge(before, saturated(itl=itl), may_step=True).outcome is Outcome.KEEP
+    assert judge(before, after, may_step=True).outcome is Outcome.INCONCLUSIVE
 
 
 def test_a_saturated_window_offers_the_load_that_arrived_not_what_it_finished() -> None:
