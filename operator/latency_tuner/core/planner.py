@@ -19,7 +19,9 @@ removes what history rules out:
 - one Inconclusive is enough when both of its windows were saturated and the trial drained no
   more than the baseline: that is no bad luck, the same server under the same arrivals
   saturates again. It is open again under a different load, or once another knob's change was
-  kept since (the server that saturated is gone);
+  kept since (the server that saturated is gone), but not after ``MAX_INCONCLUSIVE`` such
+  trials under a comparable load (the changes kept as steps on a saturated server would
+  otherwise reopen it after each);
 - a numeric knob does not step back into the range a kept trial moved it out of (the kept
   trial showed that side is worse under this load), unless another knob's change was kept
   since (the configuration that trial was judged on is gone). A value strictly inside that
@@ -619,7 +621,7 @@ def _ruled_out(
     for knob, value in incompatible:
         if knob == name and same_value(value, candidate.to_value):
             return f"{label} failed to start before"
-    inconclusive = comparable_inconclusive = transient = 0
+    inconclusive = comparable_inconclusive = transient = saturated = 0
     for index, record in enumerate(history):
         if record.knob != name:
             continue
@@ -645,6 +647,9 @@ def _ruled_out(
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
         if record.verdict is Verdict.INCONCLUSIVE:
+            saturated += record.saturated and comparable
+            if saturated >= MAX_INCONCLUSIVE:
+                return f"{label} could not be judged on {saturated} saturated servers"
             if record.saturated and _reconfigured_since(history, index):
                 continue  # the server that saturated is gone
             if record.saturated and comparable:
@@ -688,12 +693,9 @@ def _reconfigured_since(history: Sequence[TrialRecord], index: int) -> bool:
     """Another knob's change was kept after ``history[index]``: the server that trial was
     judged on is gone, so what it showed no longer holds (FP8 KV after a lower max-num-seqs can
     make the higher one the better again; a larger max-num-seqs reverted on one GPU can help
-    once tensor parallelism doubled the KV cache). A step kept on a saturated server does not
-    count: the server it joined saturates still, and it showed no change of its own."""
+    once tensor parallelism doubled the KV cache)."""
     knob = history[index].knob
-    return any(
-        r.verdict is Verdict.KEEP and not r.step and r.knob != knob for r in history[index + 1 :]
-    )
+    return any(r.verdict is Verdict.KEEP and r.knob != knob for r in history[index + 1 :])
 
 
 def _steps_back(record: TrialRecord, value: str | None) -> bool:

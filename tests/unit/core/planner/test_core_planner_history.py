@@ -226,21 +226,25 @@ def test_a_saturated_inconclusive_change_is_open_under_another_load_or_on_a_chan
     assert not isinstance(closed, Change) or closed.knob is not KnobName.MAX_NUM_SEQS
 
 
-def test_a_step_kept_on_a_saturated_server_does_not_reopen_what_saturated_before_it() -> None:
-    # The step budget kept only as a step: the server that saturated under 512 slots is still
-    # saturated, so the slots stay closed (with a real Keep they reopen, as above).
+def test_a_change_saturated_on_two_servers_rests_though_another_change_was_kept_since() -> (
+    None
+):
+    # Each change kept as a step on a saturated server gives a new server, as a Keep does, and
+    # reopens the slots once; after two saturated trials under this load they rest, or every
+    # step would buy them another two rollouts.
     window = queueing(running_mean=500.0, running_max=512.0)
     batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
     cl = command_line("--max-num-batched-tokens", "4096")
     step = replace(record("2048", "4096", Verdict.KEEP, window.load, batched), step=True)
     beyond = record("4096", "8192", Verdict.REVERT, window.load, batched)
-    history = [saturated("512", window.load), step, beyond]
-    result = next_change(window, cl, history, gpu_memory_utilization=None, prefix_caching=False)
-    assert not isinstance(result, Change) or result.knob is not KnobName.MAX_NUM_SEQS
-    kept = [history[0], replace(step, step=False), beyond]
-    reopened = next_change(window, cl, kept, gpu_memory_utilization=None, prefix_caching=False)
+    once = [saturated("512", window.load), step, beyond]
+    reopened = next_change(window, cl, once, gpu_memory_utilization=None, prefix_caching=False)
     assert isinstance(reopened, Change)
     assert (reopened.knob, reopened.to_value) == (KnobName.MAX_NUM_SEQS, "512")
+    twice = [saturated("512", window.load), *once]
+    result = next_change(window, cl, twice, gpu_memory_utilization=None, prefix_caching=False)
+    assert isinstance(result, Exhausted)
+    assert "maxNumSeqs -> 512 could not be judged on 2 saturated servers" in result.reason
 
 
 def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_saturated() -> None:
