@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.unit.rollout.test_rollout_phases import AFTER, BEFORE, WINDOW, Run, facts, judged
+from tests.unit.rollout.test_rollout_phases import AFTER, BEFORE, WINDOW, Run, facts, judged, window
 from tests.unit.rollout.test_rollout_phases import measuring as measuring_a_trial
-from tests.unit.rollout.test_rollout_phases import window
 
 from latency_tuner.api.status import Phase, Verdict
 from latency_tuner.core.observation import Observation
@@ -38,7 +37,8 @@ def measuring(knob: str = "maxNumSeqs", ttft_expected: float = -0.3) -> Run:
     run = Run()
     measuring_a_trial(run)
     trial = run.status.current_trial
-    assert trial is not None and trial.knob == "maxNumSeqs"
+    assert trial is not None
+    assert trial.knob == "maxNumSeqs"
     (prediction,) = trial.predictions
     assert prediction.objective == "ttft"
     expected = prediction.model_copy(update={"expected_change": ttft_expected})
@@ -53,7 +53,8 @@ def test_a_safe_change_serving_as_many_on_a_saturated_server_is_kept_as_a_step()
     assert run.phase() is Phase.OBSERVING
     (kept,) = run.status.trials
     assert kept.verdict is Verdict.KEEP
-    assert kept.reason is not None and STEP_ON_SATURATED in kept.reason
+    assert kept.reason is not None
+    assert STEP_ON_SATURATED in kept.reason
     assert run.status.expected_container == AFTER.fingerprint()
 
 
@@ -67,7 +68,8 @@ def test_a_lossy_costly_or_unknown_change_on_a_saturated_server_is_not_kept_as_a
     run.later(WINDOW).step(facts(AFTER, windows=judged(saturated(300), saturated(310))))
     assert run.phase() is Phase.ROLLING_BACK
     trial = run.status.current_trial
-    assert trial is not None and trial.verdict is Verdict.INCONCLUSIVE
+    assert trial is not None
+    assert trial.verdict is Verdict.INCONCLUSIVE
 
 
 def test_a_safe_change_expected_to_lengthen_the_queue_is_not_kept_as_a_step() -> None:

@@ -226,9 +226,7 @@ def test_a_saturated_inconclusive_change_is_open_under_another_load_or_on_a_chan
     assert not isinstance(closed, Change) or closed.knob is not KnobName.MAX_NUM_SEQS
 
 
-def test_a_change_saturated_on_two_servers_rests_though_another_change_was_kept_since() -> (
-    None
-):
+def test_a_change_saturated_on_two_servers_rests_though_another_change_was_kept_since() -> None:
     # Each change kept as a step on a saturated server gives a new server, as a Keep does, and
     # reopens the slots once; after two saturated trials under this load they rest, or every
     # step would buy them another two rollouts.
@@ -263,7 +261,8 @@ def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_sat
 def test_a_status_trial_carries_the_latencies_of_the_windows_that_judged_it() -> None:
     before, after = {"ttftSeconds": 0.1, "itlSeconds": 0.05}, {"ttftSeconds": 0.2}
     record = TrialRecord.from_trial(status_trial("Keep", before=before, after=after))
-    assert record.before is not None and record.after is not None
+    assert record.before is not None
+    assert record.after is not None
     assert (record.before.ttft_seconds, record.before.itl_seconds) == (0.1, 0.05)
     assert (record.after.ttft_seconds, record.after.itl_seconds) == (0.2, None)
 

@@ -186,9 +186,7 @@ def test_a_step_on_a_saturated_server_is_not_kept_when_it_finished_clearly_fewer
     assert j.reason.startswith(BOTH_SATURATED)
 
 
-def test_a_step_on_a_saturated_server_is_not_kept_when_it_scored_worse_even_at_its_bounds() -> (
-    None
-):
+def test_a_step_on_a_saturated_server_is_not_kept_when_it_scored_worse_even_at_its_bounds() -> None:
     slower = saturated(ttft={50: 20.0, 90: 40.0, 95: 45.0, 99: 50.0})
     assert judge(saturated(), slower, may_step=True).outcome is Outcome.INCONCLUSIVE
 
