@@ -33,8 +33,8 @@ removes what history rules out:
   the start itself stays closed. Each such step narrows the range, so this ends.
 
 A change kept only as a step on a saturated server (``verdict.STEP_ON_SATURATED``: two
-saturated windows could not judge it, and it served no fewer) counts as kept, but is not
-continued: it showed no gain of its own.
+saturated windows could not judge it, and it served no fewer) counts as kept (the server is
+another one since), but is not continued: it showed no gain of its own.
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps"), and
@@ -741,10 +741,10 @@ def _continuation(
     config: VllmCommandLine,
     hardware: HardwareInfo,
 ) -> list[Candidate]:
-    """Open candidates that continue the last kept trial, if it moved a numeric knob (and was
-    not kept only as a step on a saturated server): the same
-    knob, one more rung the same way, as long as that is the way the diagnosis ranks first for
-    the knob now (a cause may offer the other way as a fallback; that is not "still pulling").
+    """Open candidates that continue the last kept trial, if it moved a numeric knob and was
+    not kept only as a step on a saturated server: the same knob, one more rung the same way,
+    as long as that is the way the diagnosis ranks first for the knob now (a cause may offer
+    the other way as a fallback; that is not "still pulling").
     (A step that was reverted or failed beyond it is not open any more: history ruled it out
     under this load.)"""
     kept = [r for r in history if r.verdict is Verdict.KEEP]

@@ -24,14 +24,14 @@
   requests costs the rollout back and the rollout again, a longer look only minutes.
 - A saturated arm (``core.saturation``) counts with any number of requests, but its latencies
   are lower bounds: only the direction they can prove is concluded, else Inconclusive
-  (``_bounded``), never a failure. Except, when the caller allows it (a safe change), two
-  saturated windows where the trial finished no fewer of the same arrivals, scored no worse
-  beyond the noise and left ITL (the one latency a queue does not bound) not much worse: that
-  change is kept as a step
-  (``STEP_ON_SATURATED``). A server held by two limits at once (slots and prefill compute, say)
-  saturates after either change alone, so each alone is Inconclusive and reverted, and the pair
-  that would clear the queue is never reached; kept, the next change is judged on top of it,
-  and the first window that keeps up judges them together.
+  (``_bounded``), never a failure. Except, when the caller allows it (a safe change expected
+  to shorten the queue), two saturated windows where the trial finished no fewer of the same
+  arrivals, scored no worse beyond the noise and left ITL (the one latency a queue does not
+  bound) not much worse: that change is kept as a step (``STEP_ON_SATURATED``). A server held
+  by two limits at once (slots and prefill compute, say) saturates after either change alone,
+  so each alone would be Inconclusive and reverted, and the pair that clears the queue never
+  reached; kept, the next change is judged on top of it, and the first window that keeps up
+  judges them together.
 
 Noise: sub-windows of length W/k give a relative standard deviation s of the metric; a whole
 window's estimate varies about s/sqrt(k), and the difference of two windows about

@@ -1,8 +1,9 @@
 """Judging trials under sparse traffic, saturation and unnamed latencies (issues 19 and 12):
 score changes within sampling noise are not kept, arrival counts that differ by chance are
 the same load, a saturated arm's latencies are lower bounds, a trial that finishes nothing
-while its queue grows is a stalled server, and a Keep that makes a latency no objective names
-much worse is reverted."""
+while its queue grows is a stalled server, a safe change two saturated windows cannot judge is
+kept as a step when the caller allows it and nothing measured speaks against it, and a Keep
+that makes a latency no objective names much worse is reverted."""
 
 from __future__ import annotations
 
