@@ -34,7 +34,8 @@ removes what history rules out:
 
 A change kept only as a step on a saturated server (``verdict.STEP_ON_SATURATED``: two
 saturated windows could not judge it, and it served no fewer) counts as kept (the server is
-another one since), but is not continued: it showed no gain of its own.
+another one since), but is not continued: it showed no gain of its own. Giving up, ``plan``
+names the steps still applied.
 
 The numeric knob the last kept trial moved continues in the same direction first, as long as
 the diagnosis still pulls that way and the next rung is open ("continue while it helps"), and
@@ -297,7 +298,7 @@ def plan(
         chosen = _farther(follow[0], forecasts, open_rung, destination)
         return _complete(_change(chosen, config, cv, continuing=True), config, knobs)
     if not open_:
-        return _exhausted(diagnosis, ranking.blocked, ruled_out)
+        return _exhausted(diagnosis, ranking.blocked, ruled_out, history)
     chosen = _farther(open_[0], forecasts, open_rung, destination)
     return _complete(_change(chosen, config, cv, continuing=False), config, knobs)
 
@@ -830,10 +831,36 @@ def _change(
     )
 
 
-def _exhausted(diagnosis: Diagnosis, blocked: tuple[str, ...], ruled_out: list[str]) -> Exhausted:
+def _exhausted(
+    diagnosis: Diagnosis,
+    blocked: tuple[str, ...],
+    ruled_out: list[str],
+    history: Sequence[TrialRecord],
+) -> Exhausted:
     bottleneck = diagnosis.bottleneck
     if ruled_out:
         reason = f"every knob for {bottleneck} was tried: " + "; ".join(ruled_out)
     else:
         reason = f"no knob the spec allows can help with {bottleneck}"
+    steps = _unproven_steps(history)
+    if steps:
+        # Said where a person reads why tuning stopped: these stay on the Deployment.
+        reason += (
+            "; kept as steps on a saturated server and never measured on their own: "
+            + ", ".join(steps)
+        )
     return Exhausted(reason, tuple(dict.fromkeys((*diagnosis.advice, *blocked))))
+
+
+def _unproven_steps(history: Sequence[TrialRecord]) -> list[str]:
+    """The changes kept as steps on a saturated server (``TrialRecord.step``) that no later
+    Keep of the same knob moved on from, as "knob -> value"."""
+    steps = []
+    for index, record in enumerate(history):
+        later = history[index + 1 :]
+        if record.step and not any(
+            r.verdict is Verdict.KEEP and r.knob == record.knob for r in later
+        ):
+            value = record.to_value if record.to_value is not None else "(removed)"
+            steps.append(f"{record.knob} -> {value}")
+    return steps

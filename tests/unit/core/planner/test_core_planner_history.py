@@ -245,6 +245,26 @@ def test_a_change_saturated_on_two_servers_rests_though_another_change_was_kept_
     assert "maxNumSeqs -> 512 could not be judged on 2 saturated servers" in result.reason
 
 
+def test_giving_up_names_the_steps_still_applied_that_were_never_measured_alone() -> None:
+    window = queueing(running_mean=500.0, running_max=512.0)
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    cl = command_line("--max-num-batched-tokens", "4096")
+    step = replace(record("2048", "4096", Verdict.KEEP, window.load, batched), step=True)
+    beyond = record("4096", "8192", Verdict.REVERT, window.load, batched)
+    history = [saturated("512", window.load), saturated("512", window.load), step, beyond]
+    result = next_change(window, cl, history, gpu_memory_utilization=None, prefix_caching=False)
+    assert isinstance(result, Exhausted)
+    assert result.reason.endswith(
+        "kept as steps on a saturated server and never measured on their own: "
+        "maxNumBatchedTokens -> 4096"
+    )
+    # The same move kept on its own windows is no step.
+    proven = [*history[:2], replace(step, step=False), beyond]
+    plain = next_change(window, cl, proven, gpu_memory_utilization=None, prefix_caching=False)
+    assert isinstance(plain, Exhausted)
+    assert "kept as steps" not in plain.reason
+
+
 def test_a_status_trial_inconclusive_on_two_saturated_windows_is_recorded_as_saturated() -> None:
     trial = status_trial(
         "Inconclusive",
