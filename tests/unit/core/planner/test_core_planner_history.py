@@ -226,41 +226,42 @@ def test_a_saturated_inconclusive_change_is_open_under_another_load_or_on_a_chan
     assert not isinstance(closed, Change) or closed.knob is not KnobName.MAX_NUM_SEQS
 
 
+def _slots_saturated_then_a_batched_step(
+    saturated_trials: int, step: bool = True
+) -> Change | Exhausted:
+    """max-num-seqs 512 Inconclusive on ``saturated_trials`` saturated servers; then batched
+    tokens 2048 -> 4096 kept (as a step on a saturated server, or on its own windows) and
+    4096 -> 8192 reverted."""
+    window = queueing(running_mean=500.0, running_max=512.0)
+    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
+    kept = replace(record("2048", "4096", Verdict.KEEP, window.load, batched), step=step)
+    beyond = record("4096", "8192", Verdict.REVERT, window.load, batched)
+    history = [*[saturated("512", window.load)] * saturated_trials, kept, beyond]
+    cl = command_line("--max-num-batched-tokens", "4096")
+    return next_change(window, cl, history, gpu_memory_utilization=None, prefix_caching=False)
+
+
 def test_a_change_saturated_on_two_servers_rests_though_another_change_was_kept_since() -> None:
     # Each change kept as a step on a saturated server gives a new server, as a Keep does, and
     # reopens the slots once; after two saturated trials under this load they rest, or every
     # step would buy them another two rollouts.
-    window = queueing(running_mean=500.0, running_max=512.0)
-    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
-    cl = command_line("--max-num-batched-tokens", "4096")
-    step = replace(record("2048", "4096", Verdict.KEEP, window.load, batched), step=True)
-    beyond = record("4096", "8192", Verdict.REVERT, window.load, batched)
-    once = [saturated("512", window.load), step, beyond]
-    reopened = next_change(window, cl, once, gpu_memory_utilization=None, prefix_caching=False)
+    reopened = _slots_saturated_then_a_batched_step(1)
     assert isinstance(reopened, Change)
     assert (reopened.knob, reopened.to_value) == (KnobName.MAX_NUM_SEQS, "512")
-    twice = [saturated("512", window.load), *once]
-    result = next_change(window, cl, twice, gpu_memory_utilization=None, prefix_caching=False)
+    result = _slots_saturated_then_a_batched_step(2)
     assert isinstance(result, Exhausted)
     assert "maxNumSeqs -> 512 could not be judged on 2 saturated servers" in result.reason
 
 
 def test_giving_up_names_the_steps_still_applied_that_were_never_measured_alone() -> None:
-    window = queueing(running_mean=500.0, running_max=512.0)
-    batched = KnobName.MAX_NUM_BATCHED_TOKENS.value
-    cl = command_line("--max-num-batched-tokens", "4096")
-    step = replace(record("2048", "4096", Verdict.KEEP, window.load, batched), step=True)
-    beyond = record("4096", "8192", Verdict.REVERT, window.load, batched)
-    history = [saturated("512", window.load), saturated("512", window.load), step, beyond]
-    result = next_change(window, cl, history, gpu_memory_utilization=None, prefix_caching=False)
+    result = _slots_saturated_then_a_batched_step(2)
     assert isinstance(result, Exhausted)
     assert result.reason.endswith(
         "kept as steps on a saturated server and never measured on their own: "
         "maxNumBatchedTokens -> 4096"
     )
     # The same move kept on its own windows is no step.
-    proven = [*history[:2], replace(step, step=False), beyond]
-    plain = next_change(window, cl, proven, gpu_memory_utilization=None, prefix_caching=False)
+    plain = _slots_saturated_then_a_batched_step(2, step=False)
     assert isinstance(plain, Exhausted)
     assert "kept as steps" not in plain.reason
 
