@@ -648,7 +648,8 @@ def _ruled_out(
         if record.verdict is Verdict.FAILED:
             return f"{label} failed to start before"
         if record.verdict is Verdict.INCONCLUSIVE:
-            saturated += record.saturated and comparable
+            if record.saturated and comparable:
+                saturated += 1
             if saturated >= MAX_INCONCLUSIVE:
                 return f"{label} could not be judged on {saturated} saturated servers"
             if record.saturated and _reconfigured_since(history, index):
