@@ -27,7 +27,6 @@ decisions, not tight numbers: real vLLM under CPU contention is slow and noisy.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -127,7 +126,7 @@ async def test_the_operator_tunes_real_vllm_pods_rolls_back_a_refused_flag_and_r
         status = await run.wait_for(_converged, within=420, on_status=_progress("queueing"))
         for trial in status.get("trials") or []:
             print(_trial_line(trial))
-        assert _converged(status), json.dumps(status, indent=1)[-3000:]
+        assert _converged(status), await run.explain()
         tuned = await run.container_args()
         kept = status["trials"][-1]
         assert kept["knob"] == "maxNumSeqs"
@@ -148,7 +147,7 @@ async def test_the_operator_tunes_real_vllm_pods_rolls_back_a_refused_flag_and_r
         failed = [t for t in status.get("trials") or [] if t["knob"] == "quantization"]
         for trial in failed:
             print(_trial_line(trial))
-        assert _refused(status), json.dumps(status, indent=1)[-3000:]
+        assert _refused(status), await run.explain()
         assert failed
         assert failed[-1]["verdict"] == "Failed"
         assert await run.container_args() == tuned
@@ -186,7 +185,7 @@ async def test_the_operator_turns_on_prefix_caching_for_long_shared_prompts_on_r
         status = await run.wait_for(_converged, within=420, on_status=_progress("prefix"))
         for trial in status.get("trials") or []:
             print(_trial_line(trial))
-        assert _converged(status), json.dumps(status, indent=1)[-3000:]
+        assert _converged(status), await run.explain()
         argv = await _serving(run, within=120)
         print(f"tuned: real vLLM serving with {' '.join(argv)} ({time.monotonic() - began:.0f} s)")
         assert run.sandbox.prometheus_url is not None

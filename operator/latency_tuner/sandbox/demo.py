@@ -89,10 +89,32 @@ class DemoRun:
             status = await self.status()
             if on_status is not None:
                 on_status(status)
-            if check(status):
+            if check(status) or not self.operator.running:  # a dead operator changes nothing
                 return status
             await asyncio.sleep(1.0)
         return status
+
+    async def explain(self, log_lines: int = 40) -> str:
+        """Why a wait ended where it did, for a failing test's message: the operator's state,
+        the target's conditions, its last events and the operator log's last lines of note
+        (kopf's routine "succeeded" lines and probe requests left out)."""
+        status = await self.status()
+        lines = [f"operator running: {self.operator.running}; phase {status.get('phase')}"]
+        for c in status.get("conditions") or []:
+            said = f"{c.get('type')} {c.get('status')} {c.get('reason')}: {c.get('message')}"
+            lines.append(f"  {said}")
+        events = await self.sandbox.list("v1", "Event", self.sandbox.namespace)
+        for e in events[-10:]:
+            lines.append(f"  event {e.get('type')} {e.get('reason')}: {e.get('message')}")
+        log = await asyncio.to_thread(_read_text, self.operator.log_path)
+        noted = [
+            line
+            for line in log.splitlines()
+            if line.strip() and "' succeeded." not in line and "aiohttp.access" not in line
+        ]
+        lines.append(f"operator log ({self.operator.log_path}), last lines of note:")
+        lines.extend(f"  {line[:400]}" for line in noted[-log_lines:])
+        return "\n".join(lines)
 
 
 @contextlib.asynccontextmanager
@@ -123,6 +145,10 @@ async def demo_run(
             yield DemoRun(sandbox, operator, scenario)
         finally:
             await asyncio.to_thread(operator.stop)
+
+
+def _read_text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 class Progress:

@@ -102,3 +102,36 @@ def test_the_operator_never_loads_the_clients_typed_api_classes() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+async def test_a_call_the_server_never_answers_fails_at_its_timeout_as_ours(
+    tmp_path: Path,
+) -> None:
+    # A server that accepts the connection and then says nothing (a half-open connection):
+    # without a read timeout the call, and the reconcile awaiting it, would wait for ever.
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        textwrap.dedent(f"""\
+            apiVersion: v1
+            kind: Config
+            clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+            users: [{{name: u, user: {{token: t}}}}]
+            contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+            current-context: x
+            """)
+    )
+    call = Rest(make_api_client(str(kubeconfig)), timeout=(1.0, 1.0))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with server:
+        with pytest.raises(KubernetesError, match="no answer from the API server"):
+            await asyncio.to_thread(call, "GET", namespaced("", "v1", "team-a", "configmaps"))
+    assert loop.time() - began < 15  # the pool's retries included, bounded
+    assert held  # the request did reach the silent server

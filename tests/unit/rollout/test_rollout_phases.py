@@ -650,6 +650,25 @@ def test_a_metrics_failure_while_judging_waits_without_counting_a_measurement() 
     assert run.status.current_trial is not None
     assert run.status.current_trial.measurements == 0
     assert run.condition("MetricsAvailable")[:2] == ("False", "MetricsSourceError")
+    assert run.condition("Progressing")[:2] == ("True", "WaitingForMetrics")
+
+
+def test_a_trial_whose_windows_stay_unreadable_past_the_progress_deadline_is_rolled_back() -> None:
+    run = Run()
+    measuring(run)
+    trial_window = judged(window(BEFORE), MetricsFailure("Prometheus is unreachable"))
+    run.later(WINDOW + DEADLINE).step(facts(AFTER, windows=trial_window))
+    assert run.phase() is Phase.MEASURING  # at the deadline: still judged later
+    d = run.later(1).step(facts(AFTER, windows=trial_window))
+    assert run.phase() is Phase.ROLLING_BACK
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.verdict is Verdict.INCONCLUSIVE
+    assert trial.reason is not None
+    assert "could not be read for 5m1s after the trial window ended" in trial.reason
+    assert "Prometheus is unreachable" in trial.reason
+    assert Reason.REVERTING in reasons(d)
+    assert d.again
 
 
 # ---- Converged and Exhausted -------------------------------------------------------------------

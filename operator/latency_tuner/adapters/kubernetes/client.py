@@ -11,11 +11,16 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from latency_tuner.controller.errors import ClusterError, StaleWrite
 
 _T = TypeVar("_T")
+# Connect and read timeouts of one API call: without them, a request the server never answers
+# (a half-open connection after a network blip) holds its pool thread, and the reconcile
+# awaiting it, for ever. A read of a whole list of objects stays well within a minute.
+REQUEST_TIMEOUT = (10.0, 60.0)
 
 
 class Calls:
@@ -81,8 +86,9 @@ class Rest:
     and those classes import their models on first use, ~25 MiB a process (``CoreV1Api`` 14,
     ``AppsV1Api`` 11) whatever the number of targets."""
 
-    def __init__(self, api_client: Any) -> None:
+    def __init__(self, api_client: Any, timeout: tuple[float, float] = REQUEST_TIMEOUT) -> None:
         self._client = api_client
+        self._timeout = timeout
 
     def __call__(
         self,
@@ -105,10 +111,12 @@ class Rest:
             auth_settings=["BearerToken"],
         )
         try:
-            response = self._client.call_api(*request)
+            response = self._client.call_api(*request, _request_timeout=self._timeout)
             data = response.read()
         except ApiException as exc:  # no answer at all (TLS, connection)
             raise translate(exc) from exc
+        except urllib3.exceptions.HTTPError as exc:  # timed out, reset, refused
+            raise KubernetesError(f"no answer from the API server: {exc}") from exc
         if not 200 <= response.status <= 299:
             raise translate(ApiException(http_resp=response))
         return json.loads(data or b"null")

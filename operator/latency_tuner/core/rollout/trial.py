@@ -17,7 +17,7 @@ from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import config_of, metric_snapshot, scored
 from latency_tuner.core.saturation import usable
 from latency_tuner.core.score import score
-from latency_tuner.core.verdict import Outcome, judge_trial
+from latency_tuner.core.verdict import LONGER_LOOK, Outcome, judge_trial
 
 MAX_MEASUREMENTS = 2  # an inconclusive trial window is measured once more, then rolled back
 # Converged, the targets missed in every window for this many evaluation windows: tune again
@@ -133,7 +133,8 @@ def measuring(r: Round, facts: Ready) -> Decision:
         return r.decision("measuring the trial")
     after, before = windows.trial, windows.baseline
     if isinstance(after, MetricsFailure) or before is None or isinstance(before, MetricsFailure):
-        return r.decision("metrics unavailable: judging later")
+        unread = [w for w in (after, before) if isinstance(w, MetricsFailure)]
+        return _unreadable(r, trial, unread[0] if unread else None)
     judgement = judge_trial(
         before,
         after,
@@ -158,15 +159,7 @@ def measuring(r: Round, facts: Ready) -> Decision:
         return _keep(r, measured, judgement.reason)
     if judgement.outcome is Outcome.REVERT or measured.measurements >= MAX_MEASUREMENTS:
         verdict = Verdict.REVERT if judgement.outcome is Outcome.REVERT else Verdict.INCONCLUSIVE
-        reverted = measured.model_copy(update={"verdict": verdict, "reason": judgement.reason})
-        r.update(current_trial=reverted)
-        r.phase(Phase.ROLLING_BACK)
-        what = f"trial {trial.id} ({trial.knob} -> {trial.to_value}) {verdict.value.lower()}"
-        message = f"{what}: {judgement.reason}; rolling back"
-        r.condition(ConditionType.PROGRESSING, True, "RollingBack", message)
-        r.note(Reason.REVERTING, message)
-        r.again = True
-        return r.decision("reverting")
+        return _roll_back(r, measured, verdict, judgement.reason, "reverting")
     if judgement.longer:
         # Just short of the bar: the same trial window, twice as long (``verdict._near``).
         why = f"trial {trial.id}: {judgement.reason}"
@@ -180,6 +173,45 @@ def measuring(r: Round, facts: Ready) -> Decision:
         f"trial {trial.id}: {judgement.reason}; measuring again",
         "remeasuring",
     )
+
+
+def _unreadable(r: Round, trial: Trial, failure: MetricsFailure | None) -> Decision:
+    """The trial's windows could not be read this round. They are judged later (their ends
+    are fixed: the same windows, once the source answers); but not for ever: a trial whose
+    windows stay unreadable for ``evaluation.progressDeadline`` after its window ended is
+    rolled back Inconclusive (its change stays unjudged, the configuration before it is
+    known), rather than left applied on the Deployment while nothing can tell what it did."""
+    why = failure.message if failure is not None else "the baseline window is missing"
+    assert trial.measure_started_at is not None
+    span = r.spec.evaluation.window_seconds * (LONGER_LOOK if trial.longer else 1)
+    late = r.since(trial.measure_started_at) - span
+    if late <= r.spec.evaluation.progress_deadline_seconds:
+        r.condition(
+            ConditionType.PROGRESSING,
+            True,
+            "WaitingForMetrics",
+            f"trial {trial.id}: its windows cannot be read yet ({why}); judging them later",
+        )
+        return r.decision("metrics unavailable: judging later")
+    reason = (
+        f"its windows could not be read for {format_duration(late)} after the trial window "
+        f"ended (evaluation.progressDeadline is {r.spec.evaluation.progress_deadline}): {why}"
+    )
+    return _roll_back(
+        r, trial, Verdict.INCONCLUSIVE, reason, "metrics unavailable too long: reverting"
+    )
+
+
+def _roll_back(r: Round, trial: Trial, verdict: Verdict, reason: str, decision: str) -> Decision:
+    """End the measuring of ``trial`` with ``verdict`` (Revert or Inconclusive): roll back."""
+    r.update(current_trial=trial.model_copy(update={"verdict": verdict, "reason": reason}))
+    r.phase(Phase.ROLLING_BACK)
+    what = f"trial {trial.id} ({trial.knob} -> {trial.to_value}) {verdict.value.lower()}"
+    message = f"{what}: {reason}; rolling back"
+    r.condition(ConditionType.PROGRESSING, True, "RollingBack", message)
+    r.note(Reason.REVERTING, message)
+    r.again = True
+    return r.decision(decision)
 
 
 def _may_step(trial: Trial) -> bool:
