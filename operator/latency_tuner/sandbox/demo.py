@@ -99,7 +99,12 @@ class DemoRun:
         the target's conditions, its last events and the operator log's last lines of note
         (kopf's routine "succeeded" lines and probe requests left out)."""
         status = await self.status()
-        lines = [f"operator running: {self.operator.running}; phase {status.get('phase')}"]
+        prometheus = self.sandbox.prometheus
+        scraping = "none" if prometheus is None else f"running: {prometheus.running}"
+        lines = [
+            f"operator running: {self.operator.running}; Prometheus {scraping}; "
+            f"phase {status.get('phase')}"
+        ]
         for c in status.get("conditions") or []:
             said = f"{c.get('type')} {c.get('status')} {c.get('reason')}: {c.get('message')}"
             lines.append(f"  {said}")

@@ -30,7 +30,7 @@ async def test_a_dead_operator_ends_the_wait_at_once_and_the_explanation_says_so
         explained = await run.explain()
     assert status.get("phase") != "Converged"
     assert waited < 10
-    assert "operator running: False" in explained
+    assert "operator running: False; Prometheus running: True" in explained
     assert "phase Observing" in explained
     assert "  Ready True Ready: tuning Deployment" in explained
     assert "took the target" in explained  # a line of the operator's own log
