@@ -107,6 +107,25 @@ def saturated(obs: ObservationResult) -> bool:
     return flow(obs).saturated
 
 
+def steady_wander(obs: Observation) -> float:
+    """How far a steady server's requests in flight wander over a window by chance:
+    ``GROWTH_SIGMAS`` x sqrt(requests finished)."""
+    return GROWTH_SIGMAS * math.sqrt(max(obs.requests, 1))
+
+
+def in_flight_shift(obs: Observation) -> float | None:
+    """How far the requests in flight (running + waiting) moved over the window when that is
+    beyond ``steady_wander``; else None. A server at its steady state holds about as many in
+    flight at the end of a window as at its start; one still filling up after a restart (the
+    clients of a closed loop coming back, its batch growing to its new size) or draining a
+    backlog is not there yet, and its window's latencies are the transient's."""
+    moved = [d for d in (obs.running_delta, obs.waiting_delta) if d is not None]
+    if not moved:
+        return None
+    shift = sum(moved)
+    return shift if abs(shift) > steady_wander(obs) else None
+
+
 def busy(obs: Observation) -> bool:
     """Requests in flight the whole window, and at least a few finished: few requests because
     each is slow, not because few arrive."""

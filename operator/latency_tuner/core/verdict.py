@@ -52,7 +52,7 @@ from latency_tuner.api.spec import Objectives
 from latency_tuner.api.status import Verdict
 from latency_tuner.core.noise import count_tolerance, quantile_se
 from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
-from latency_tuner.core.saturation import flow, saturated, usable
+from latency_tuner.core.saturation import flow, in_flight_shift, saturated, steady_wander, usable
 from latency_tuner.core.score import (
     LABELS,
     OBJECTIVE_NAMES,
@@ -79,6 +79,8 @@ LONGER_LOOK = 2
 BOTH_SATURATED = "both windows saturated (their latencies are lower bounds)"
 # How the reason of a change kept as a step on a saturated server goes on (``_bounded``).
 STEP_ON_SATURATED = "kept as a step: what it adds may wait behind another limit"
+# How the reason of a Revert on a window after a restart that held its transient begins.
+NOT_STEADY = "the trial window was not at its steady state yet"
 
 
 class Outcome(StrEnum):
@@ -153,6 +155,8 @@ def judge_trial(
     )
     if may_look_longer and not (sat_before or sat_after or load_change):
         judged = _near(judged, min_improvement, baseline, trial)
+    if may_look_longer and not (sat_before or sat_after):
+        judged = _unsteady(judged, baseline, trial)
     if sat_before or sat_after:
         judged = _bounded(judged, (baseline, trial), (sat_before, sat_after), objectives, may_step)
     if judged.outcome is Outcome.KEEP:
@@ -191,6 +195,27 @@ def _near(
             f"need better than -{bar:.0%}: measuring over it"
         ),
         longer=True,
+    )
+
+
+def _unsteady(judged: Judgement, baseline: Observation, trial: Observation) -> Judgement:
+    """A Revert on a trial window that was not at its steady state, against a baseline window
+    that was, is Inconclusive: the window after a restart can still hold the transient (the
+    requests in flight still filling up or draining, ``saturation.in_flight_shift``), which a
+    configuration pays once, not for good. The next window, later, judges it. Only a Revert:
+    a trial better even in its transient is better."""
+    if judged.outcome is not Outcome.REVERT or in_flight_shift(baseline) is not None:
+        return judged
+    shift = in_flight_shift(trial)
+    if shift is None:
+        return judged
+    return replace(
+        judged,
+        outcome=Outcome.INCONCLUSIVE,
+        reason=(
+            f"{NOT_STEADY}: requests in flight {shift:+.0f} over it, beyond the "
+            f"±{steady_wander(trial):.0f} a steady server wanders by ({judged.reason})"
+        ),
     )
 
 
