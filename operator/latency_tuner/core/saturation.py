@@ -126,6 +126,16 @@ def in_flight_shift(obs: Observation) -> float | None:
     return shift if abs(shift) > steady_wander(obs) else None
 
 
+def residence(obs: Observation) -> float | None:
+    """The mean time a request spends on the server, from arrival to its end, by Little's law
+    (requests in flight over the arrival rate); None when either is unknown or zero."""
+    in_flight = (obs.running_mean or 0.0) + (obs.waiting_mean or 0.0)
+    rate = obs.arrival_rate
+    if obs.running_mean is None or in_flight <= 0 or rate <= 0:
+        return None
+    return in_flight / rate
+
+
 def busy(obs: Observation) -> bool:
     """Requests in flight the whole window, and at least a few finished: few requests because
     each is slow, not because few arrive."""

@@ -21,7 +21,11 @@
   caller allows it: a gain short of the bar that a trial window ``LONGER_LOOK`` times as long
   would clear (its noise is lower) is Inconclusive with ``longer`` set, and the caller judges
   the trial again over that longer window (``_near``). Reverting a real effect for want of
-  requests costs the rollout back and the rollout again, a longer look only minutes.
+  requests costs the rollout back and the rollout again, a longer look only minutes. And once,
+  a Revert on a trial window that was not at its steady state after the restart, against a
+  steady baseline, is Inconclusive (``_unsteady``): its requests in flight still moving
+  beyond chance, or its requests staying longer on the server than the pods had served when
+  it began (the restart's wave); the caller measures again, after that wave.
 - A saturated arm (``core.saturation``) counts with any number of requests, but its latencies
   are lower bounds: only the direction they can prove is concluded, else Inconclusive
   (``_bounded``), never a failure. Except, when the caller allows it (a safe change expected
@@ -52,7 +56,14 @@ from latency_tuner.api.spec import Objectives
 from latency_tuner.api.status import Verdict
 from latency_tuner.core.noise import count_tolerance, quantile_se
 from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
-from latency_tuner.core.saturation import flow, in_flight_shift, saturated, steady_wander, usable
+from latency_tuner.core.saturation import (
+    flow,
+    in_flight_shift,
+    residence,
+    saturated,
+    steady_wander,
+    usable,
+)
 from latency_tuner.core.score import (
     LABELS,
     OBJECTIVE_NAMES,
@@ -106,6 +117,9 @@ class Judgement:
     noise: float = 0.0  # from the baseline's sub-windows (an A/A comparison of the baseline)
     sampling_noise: float = 0.0  # from both windows' request counts and quantile spread
     longer: bool = False  # Inconclusive: judge again over a trial window LONGER_LOOK as long
+    # Inconclusive on a window still holding the restart's wave of requests: the next window
+    # starts no sooner than this many seconds after the trial's pods were ready.
+    settle_until: float | None = None
 
 
 def judge_trial(
@@ -119,11 +133,13 @@ def judge_trial(
     load_tolerance: float = LOAD_TOLERANCE,
     may_look_longer: bool = False,
     may_step: bool = False,
+    settled_for: float | None = None,
 ) -> Judgement:
     """The verdict on a trial window against the baseline window; with ``may_look_longer``, a
     gain just short of the bar asks for a longer trial window instead (``_near``); with
     ``may_step``, a change that two saturated windows cannot judge and that served no fewer is
-    kept as a step (``_bounded``)."""
+    kept as a step (``_bounded``). ``settled_for``: how long the trial's pods had served when
+    its window began (``_unsteady``)."""
     if isinstance(baseline, NoData):
         return Judgement(Outcome.NO_DATA, f"no data in the baseline window: {baseline.reason}")
     if isinstance(trial, NoData):
@@ -156,7 +172,7 @@ def judge_trial(
     if may_look_longer and not (sat_before or sat_after or load_change):
         judged = _near(judged, min_improvement, baseline, trial)
     if may_look_longer and not (sat_before or sat_after):
-        judged = _unsteady(judged, baseline, trial)
+        judged = _unsteady(judged, baseline, trial, settled_for)
     if sat_before or sat_after:
         judged = _bounded(judged, (baseline, trial), (sat_before, sat_after), objectives, may_step)
     if judged.outcome is Outcome.KEEP:
@@ -198,24 +214,45 @@ def _near(
     )
 
 
-def _unsteady(judged: Judgement, baseline: Observation, trial: Observation) -> Judgement:
+def _unsteady(
+    judged: Judgement, baseline: Observation, trial: Observation, settled_for: float | None
+) -> Judgement:
     """A Revert on a trial window that was not at its steady state, against a baseline window
-    that was, is Inconclusive: the window after a restart can still hold the transient (the
-    requests in flight still filling up or draining, ``saturation.in_flight_shift``), which a
-    configuration pays once, not for good. The next window, later, judges it. Only a Revert:
-    a trial better even in its transient is better."""
+    that was, is Inconclusive: the window after a restart can still hold the transient, which a
+    configuration pays once, not for good. Two signs of it:
+
+    - the requests in flight still filling up or draining (``saturation.in_flight_shift``);
+    - requests that stay longer on the server (``saturation.residence``, Little's law) than the
+      pods had served when the window began (``settled_for``): the requests it saw finish
+      arrived with the restart's wave (a closed loop's clients all at once on a cold server),
+      not as the steady load does. The next window starts once a residence time has passed
+      since the pods were ready (``settle_until``).
+
+    The next window judges it. Only a Revert: a trial better even in its transient is better.
+    """
     if judged.outcome is not Outcome.REVERT or in_flight_shift(baseline) is not None:
         return judged
-    shift = in_flight_shift(trial)
-    if shift is None:
+    shift, stay = in_flight_shift(trial), residence(trial)
+    if shift is not None:
+        why = (
+            f"requests in flight {shift:+.0f} over it, beyond the ±{steady_wander(trial):.0f} "
+            "a steady server wanders by"
+        )
+        wait = None
+    elif stay is not None and settled_for is not None and stay > settled_for:
+        why = (
+            f"its requests stayed {format_seconds(stay)} on the server (Little's law), longer "
+            f"than the {format_seconds(settled_for)} its pods had served when it began: they "
+            "came with the restart's wave"
+        )
+        wait = stay
+    else:
         return judged
     return replace(
         judged,
         outcome=Outcome.INCONCLUSIVE,
-        reason=(
-            f"{NOT_STEADY}: requests in flight {shift:+.0f} over it, beyond the "
-            f"±{steady_wander(trial):.0f} a steady server wanders by ({judged.reason})"
-        ),
+        reason=f"{NOT_STEADY}: {why} ({judged.reason})",
+        settle_until=wait,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from latency_tuner.api.conditions import ConditionType, get_condition
-from latency_tuner.api.durations import format_duration, format_timestamp
+from latency_tuner.api.durations import format_duration, format_timestamp, parse_timestamp
 from latency_tuner.api.status import IncompatibleValue, Phase, Trial, Verdict, with_trial
 from latency_tuner.core.knobs import KnobClass, class_of
 from latency_tuner.core.observation import Observation
@@ -144,6 +144,7 @@ def measuring(r: Round, facts: Ready) -> Decision:
         baseline_subwindows=[w for w in windows.baseline_parts if isinstance(w, Observation)],
         may_look_longer=not trial.longer and trial.measurements == 0,
         may_step=_may_step(trial),
+        settled_for=_settled_for(trial),
     )
     measured = scored(
         trial.model_copy(
@@ -165,14 +166,27 @@ def measuring(r: Round, facts: Ready) -> Decision:
         why = f"trial {trial.id}: {judgement.reason}"
         longer = measured.model_copy(update={"longer": True})
         return remeasure(r, longer, why, why, "looking longer")
-    # Inconclusive or no data: measure once more over a fresh window.
+    # Inconclusive or no data: measure once more over a fresh window (after the restart's
+    # wave of requests has passed, when the verdict saw one).
+    start = r.stamp
+    if judgement.settle_until is not None and trial.ready_at is not None:
+        ready = parse_timestamp(trial.ready_at)
+        start = format_timestamp(max(r.now, ready + timedelta(seconds=judgement.settle_until)))
     return remeasure(
         r,
-        measured.model_copy(update={"measure_started_at": r.stamp}),
+        measured.model_copy(update={"measure_started_at": start}),
         f"trial {trial.id} inconclusive ({judgement.reason}); measuring again",
         f"trial {trial.id}: {judgement.reason}; measuring again",
         "remeasuring",
     )
+
+
+def _settled_for(trial: Trial) -> float | None:
+    """How long the trial's pods had served when its window began (seconds); None if unknown."""
+    if trial.ready_at is None or trial.measure_started_at is None:
+        return None
+    began = parse_timestamp(trial.measure_started_at) - parse_timestamp(trial.ready_at)
+    return began.total_seconds()
 
 
 def _unreadable(r: Round, trial: Trial, failure: MetricsFailure | None) -> Decision:

@@ -52,3 +52,26 @@ def test_a_trial_better_even_in_its_transient_is_kept() -> None:
 
 def test_against_a_baseline_that_was_not_steady_either_a_worse_trial_is_reverted() -> None:
     assert judge(window(0.9, -60.0), window(1.3, 60.0)).outcome is Outcome.REVERT
+
+
+def judge_settled(trial: Observation, settled_for: float | None) -> Judgement:
+    return judge_trial(
+        window(0.9, 0.0), trial, TTFT, min_requests=20, min_improvement=0.05,
+        may_look_longer=True, settled_for=settled_for,
+    )  # fmt: skip
+
+
+def test_a_worse_window_of_requests_that_came_with_the_restarts_wave_is_looked_at_again() -> None:
+    # 40 in flight at 6.7 requests/s: each stays 6 s (Little's law), longer than the 5 s the
+    # pods had served when the window began; the next window waits for those 6 s.
+    j = judge_settled(window(1.3, 0.0), settled_for=5.0)
+    assert j.outcome is Outcome.INCONCLUSIVE
+    assert j.reason.startswith(
+        f"{NOT_STEADY}: its requests stayed 6s on the server (Little's law), longer than the 5s"
+    )
+    assert j.settle_until == 6.0
+
+
+def test_a_worse_window_begun_after_a_residence_time_is_reverted() -> None:
+    assert judge_settled(window(1.3, 0.0), settled_for=10.0).outcome is Outcome.REVERT
+    assert judge_settled(window(1.3, 0.0), settled_for=None).outcome is Outcome.REVERT

@@ -1,0 +1,59 @@
+"""A trial window whose requests stayed longer on the server than its pods had served when it
+began saw the restart's wave (a closed loop's clients all at once on a cold server), not the
+steady load: a Revert on it is not final. The trial is measured once more, over a window that
+starts once a residence time has passed since the pods were ready (``verdict._unsteady``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.unit.rollout.test_rollout_phases import (
+    AFTER,
+    BEFORE,
+    WINDOW,
+    Run,
+    facts,
+    judged,
+    measuring,
+    window,
+)
+
+from latency_tuner.api.durations import parse_timestamp
+from latency_tuner.api.status import Phase, Verdict
+from latency_tuner.core.rollout.facts import windows_needed
+from latency_tuner.core.verdict import NOT_STEADY
+
+# 2,000 in flight at 20 requests/s: each request stays 100 s, longer than the settle and the
+# window together (30 + 60 s).
+LONG_STAYS = {"running_mean": 2000.0, "running_max": 2000.0}
+
+
+def test_a_worse_window_of_the_restarts_wave_is_measured_again_after_a_residence_time() -> None:
+    run = Run()
+    measuring(run)
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.ready_at is not None
+    ready = parse_timestamp(trial.ready_at)
+    worse = window(AFTER, ttft={50: 2.4, 90: 3.0, 95: 3.2, 99: 3.6}, **LONG_STAYS)
+    waves = judged(window(BEFORE, **LONG_STAYS), worse)
+    run.later(WINDOW).step(facts(AFTER, windows=waves))
+    assert run.phase() is Phase.MEASURING
+    again = run.status.current_trial
+    assert again is not None
+    assert again.measurements == 1
+    assert again.measure_started_at is not None
+    assert parse_timestamp(again.measure_started_at) == ready + timedelta(seconds=100)
+    assert NOT_STEADY in run.condition("Progressing")[2]
+    # The window after the wave is the one asked for, and it judges the trial for good.
+    ends = ready + timedelta(seconds=100 + WINDOW)
+    assert windows_needed(run.spec, run.status, ends - timedelta(seconds=1)).trial is None
+    wanted = windows_needed(run.spec, run.status, ends).trial
+    assert wanted is not None
+    assert wanted.end == ends.timestamp()
+    run.now = ends
+    run.step(facts(AFTER, windows=waves))  # still worse: reverted
+    assert run.phase() is Phase.ROLLING_BACK
+    reverted = run.status.current_trial
+    assert reverted is not None
+    assert reverted.verdict is Verdict.REVERT
