@@ -10,6 +10,7 @@ from datetime import timedelta
 from tests.unit.rollout.test_rollout_phases import (
     AFTER,
     BEFORE,
+    DEADLINE,
     WINDOW,
     Run,
     facts,
@@ -57,3 +58,21 @@ def test_a_worse_window_of_the_restarts_wave_is_measured_again_after_a_residence
     reverted = run.status.current_trial
     assert reverted is not None
     assert reverted.verdict is Verdict.REVERT
+
+
+def test_the_wait_for_the_wave_is_never_longer_than_the_progress_deadline() -> None:
+    # The gauges are the pods' own: a server reporting a trillion requests in flight must not
+    # hold the trial's change on the Deployment for ever.
+    run = Run()
+    measuring(run)
+    trial = run.status.current_trial
+    assert trial is not None
+    assert trial.ready_at is not None
+    hostile = {"running_mean": 1e12, "running_max": 1e12}
+    worse = window(AFTER, ttft={50: 2.4, 90: 3.0, 95: 3.2, 99: 3.6}, **hostile)
+    run.later(WINDOW).step(facts(AFTER, windows=judged(window(BEFORE, **hostile), worse)))
+    again = run.status.current_trial
+    assert again is not None
+    assert again.measure_started_at is not None
+    waited = parse_timestamp(again.measure_started_at) - parse_timestamp(trial.ready_at)
+    assert waited == timedelta(seconds=DEADLINE)

@@ -167,11 +167,13 @@ def measuring(r: Round, facts: Ready) -> Decision:
         longer = measured.model_copy(update={"longer": True})
         return remeasure(r, longer, why, why, "looking longer")
     # Inconclusive or no data: measure once more over a fresh window (after the restart's
-    # wave of requests has passed, when the verdict saw one).
+    # wave of requests has passed, when the verdict saw one). The wait is the pods' own
+    # figures (their gauges): never longer than evaluation.progressDeadline.
     start = r.stamp
     if judgement.settle_until is not None and trial.ready_at is not None:
+        wait = min(judgement.settle_until, r.spec.evaluation.progress_deadline_seconds)
         ready = parse_timestamp(trial.ready_at)
-        start = format_timestamp(max(r.now, ready + timedelta(seconds=judgement.settle_until)))
+        start = format_timestamp(max(r.now, ready + timedelta(seconds=wait)))
     return remeasure(
         r,
         measured.model_copy(update={"measure_started_at": start}),
