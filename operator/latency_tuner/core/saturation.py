@@ -69,8 +69,8 @@ class Flow:
 
     @property
     def growth_noise(self) -> float:
-        """The backlog growth a steady queue reaches by chance (``GROWTH_SIGMAS`` x sqrt(n))."""
-        return GROWTH_SIGMAS * math.sqrt(max(self.arrivals, 1.0))
+        """The backlog growth a steady queue reaches by chance over its arrivals."""
+        return chance_wander(self.arrivals)
 
     def evidence(self) -> Evidence:
         """The saturation as a diagnosis fact."""
@@ -107,10 +107,16 @@ def saturated(obs: ObservationResult) -> bool:
     return flow(obs).saturated
 
 
+def chance_wander(count: float) -> float:
+    """How far a steady count (a queue, the requests in flight) wanders by chance over a window
+    in which ``count`` requests came or went: ``GROWTH_SIGMAS`` x sqrt(count), as Poisson."""
+    return GROWTH_SIGMAS * math.sqrt(max(count, 1.0))
+
+
 def steady_wander(obs: Observation) -> float:
-    """How far a steady server's requests in flight wander over a window by chance:
-    ``GROWTH_SIGMAS`` x sqrt(requests finished)."""
-    return GROWTH_SIGMAS * math.sqrt(max(obs.requests, 1))
+    """How far a steady server's requests in flight wander over a window by chance, over the
+    requests it finished."""
+    return chance_wander(obs.requests)
 
 
 def in_flight_shift(obs: Observation) -> float | None:

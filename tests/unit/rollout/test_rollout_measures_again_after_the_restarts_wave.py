@@ -5,7 +5,7 @@ starts once a residence time has passed since the pods were ready (``verdict._un
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from tests.unit.rollout.test_rollout_phases import (
     AFTER,
@@ -26,19 +26,25 @@ from latency_tuner.core.verdict import NOT_STEADY
 
 # 2,000 in flight at 20 requests/s: each request stays 100 s, longer than the settle and the
 # window together (30 + 60 s).
-LONG_STAYS = {"running_mean": 2000.0, "running_max": 2000.0}
+LONG_STAYS = 2000.0
 
 
-def test_a_worse_window_of_the_restarts_wave_is_measured_again_after_a_residence_time() -> None:
+def judged_on_a_wave(in_flight: float) -> tuple[Run, datetime]:
+    """A trial judged once on a worse window whose ``in_flight`` requests arrive at 20 per
+    second (against a baseline alike), and when its pods were ready."""
     run = Run()
     measuring(run)
     trial = run.status.current_trial
     assert trial is not None
     assert trial.ready_at is not None
-    ready = parse_timestamp(trial.ready_at)
-    worse = window(AFTER, ttft={50: 2.4, 90: 3.0, 95: 3.2, 99: 3.6}, **LONG_STAYS)
-    waves = judged(window(BEFORE, **LONG_STAYS), worse)
-    run.later(WINDOW).step(facts(AFTER, windows=waves))
+    stays = {"running_mean": in_flight, "running_max": in_flight}
+    worse = window(AFTER, ttft={50: 2.4, 90: 3.0, 95: 3.2, 99: 3.6}, **stays)
+    run.later(WINDOW).step(facts(AFTER, windows=judged(window(BEFORE, **stays), worse)))
+    return run, parse_timestamp(trial.ready_at)
+
+
+def test_a_worse_window_of_the_restarts_wave_is_measured_again_after_a_residence_time() -> None:
+    run, ready = judged_on_a_wave(LONG_STAYS)
     assert run.phase() is Phase.MEASURING
     again = run.status.current_trial
     assert again is not None
@@ -53,7 +59,8 @@ def test_a_worse_window_of_the_restarts_wave_is_measured_again_after_a_residence
     assert wanted is not None
     assert wanted.end == ends.timestamp()
     run.now = ends
-    run.step(facts(AFTER, windows=waves))  # still worse: reverted
+    worse = window(AFTER, ttft={50: 2.4, 90: 3.0, 95: 3.2, 99: 3.6})
+    run.step(facts(AFTER, windows=judged(window(BEFORE), worse)))  # still worse: reverted
     assert run.phase() is Phase.ROLLING_BACK
     reverted = run.status.current_trial
     assert reverted is not None
@@ -63,16 +70,8 @@ def test_a_worse_window_of_the_restarts_wave_is_measured_again_after_a_residence
 def test_the_wait_for_the_wave_is_never_longer_than_the_progress_deadline() -> None:
     # The gauges are the pods' own: a server reporting a trillion requests in flight must not
     # hold the trial's change on the Deployment for ever.
-    run = Run()
-    measuring(run)
-    trial = run.status.current_trial
-    assert trial is not None
-    assert trial.ready_at is not None
-    hostile = {"running_mean": 1e12, "running_max": 1e12}
-    worse = window(AFTER, ttft={50: 2.4, 90: 3.0, 95: 3.2, 99: 3.6}, **hostile)
-    run.later(WINDOW).step(facts(AFTER, windows=judged(window(BEFORE, **hostile), worse)))
+    run, ready = judged_on_a_wave(1e12)
     again = run.status.current_trial
     assert again is not None
     assert again.measure_started_at is not None
-    waited = parse_timestamp(again.measure_started_at) - parse_timestamp(trial.ready_at)
-    assert waited == timedelta(seconds=DEADLINE)
+    assert parse_timestamp(again.measure_started_at) - ready == timedelta(seconds=DEADLINE)
