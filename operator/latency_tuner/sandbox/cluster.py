@@ -35,7 +35,13 @@ from latency_tuner.sandbox.load import BackgroundLoad
 from latency_tuner.sandbox.podrunner import NodeHardware, PodInfo, PodRunner
 from latency_tuner.sandbox.scenario import Load, Scenario
 
-__all__ = ["Sandbox", "SandboxError"]
+__all__ = ["Sandbox", "SandboxError", "keep_alive"]
+
+# The liveness probe of the sandbox's Prometheus, as a Prometheus pod's would be: a server that
+# stops answering (seen in CI: neither scraping nor answering queries for minutes, while
+# running) is restarted on the same port and TSDB, as a kubelet would restart it.
+LIVENESS_PERIOD_SECONDS = 5.0
+LIVENESS_FAILURES = 3
 
 Body = dict[str, Any]
 
@@ -143,18 +149,24 @@ class Sandbox:
                 )
 
     async def _start_prometheus(self) -> None:
-        runner = prom.PrometheusRunner(scrape_interval=self._scrape_interval)
+        runner = prom.PrometheusRunner(
+            scrape_interval=self._scrape_interval, log_path=self.workdir / "prometheus.log"
+        )
         self.prometheus = await asyncio.to_thread(runner.start)
         self._stack.push_async_callback(asyncio.to_thread, runner.stop)
         assert self.runner is not None
         pods = self.runner
 
         def sync_targets() -> None:
-            if runner.running:  # not while (or after) it stops: its folder goes away
+            # Also while a restart runs (the file is read at start); not once stopped: the
+            # folder is gone then.
+            with contextlib.suppress(FileNotFoundError):
                 runner.set_targets(pods.targets())
 
         pods.add_listener(sync_targets)
         sync_targets()
+        watch = asyncio.create_task(keep_alive(runner))
+        self._stack.push_async_callback(_cancel, watch)
 
     async def close(self) -> None:
         """Stop everything this sandbox started (load, pods, Prometheus, API server)."""
@@ -318,3 +330,30 @@ def _rolled_out(deployment: Mapping[str, Any]) -> bool:
         and int(status.get("replicas", 0)) == desired
         and int(status.get("availableReplicas", 0)) == desired
     )
+
+
+async def keep_alive(
+    runner: prom.PrometheusRunner,
+    *,
+    period: float = LIVENESS_PERIOD_SECONDS,
+    failures: int = LIVENESS_FAILURES,
+) -> None:
+    """Probe ``runner`` every ``period``; restart it after ``failures`` failed probes in a row.
+    Runs until cancelled."""
+    failed = 0
+    while True:
+        await asyncio.sleep(period)
+        why = await asyncio.to_thread(runner.probe, period)
+        failed = 0 if why is None else failed + 1
+        if failed >= failures:
+            failed = 0
+            with contextlib.suppress(RuntimeError):  # did not come back: probed again
+                await asyncio.to_thread(
+                    runner.restart, f"{failures} liveness probes failed in a row, the last: {why}"
+                )
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

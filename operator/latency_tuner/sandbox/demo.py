@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
@@ -105,6 +107,12 @@ class DemoRun:
             f"operator running: {self.operator.running}; Prometheus {scraping}; "
             f"phase {status.get('phase')}"
         ]
+        if prometheus is not None and prometheus.running:
+            lines.append(f"  Prometheus {await asyncio.to_thread(prometheus.health)}")
+            said = await asyncio.to_thread(_read_text, prometheus.log_path)
+            lines.append(f"  Prometheus log ({prometheus.log_path}), last lines:")
+            lines.extend(f"    {line[:300]}" for line in said.splitlines()[-8:])
+        lines.append(f"  machine: {await asyncio.to_thread(_machine)}")
         for c in status.get("conditions") or []:
             said = f"{c.get('type')} {c.get('status')} {c.get('reason')}: {c.get('message')}"
             lines.append(f"  {said}")
@@ -154,6 +162,23 @@ async def demo_run(
 
 def _read_text(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _machine() -> str:
+    """The load average and the processes using the most CPU: whether the machine was busy
+    when a wait ended (two cores shared by real vLLM, Prometheus and the operator)."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    try:
+        ps = subprocess.run(
+            ["ps", "-eo", "pcpu,stat,comm", "--sort=-pcpu"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout.splitlines()[1:6]
+    except (OSError, subprocess.SubprocessError) as exc:
+        ps = [f"(ps failed: {exc})"]
+    return f"load {load}; busiest: " + ", ".join(" ".join(line.split()) for line in ps)
 
 
 class Progress:

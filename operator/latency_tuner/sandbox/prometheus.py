@@ -8,8 +8,11 @@ itself). Each target carries the labels a Kubernetes scrape would attach (``name
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -48,14 +51,18 @@ def binary() -> str | None:
 class PrometheusRunner:
     """Start with ``start()`` (or ``with``); ``url`` is its HTTP API; ``stop()`` ends it."""
 
-    def __init__(self, *, scrape_interval: str = "1s", port: int | None = None) -> None:
+    def __init__(
+        self, *, scrape_interval: str = "1s", port: int | None = None, log_path: Path | None = None
+    ) -> None:
         self.scrape_interval = scrape_interval
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._dir = Path(tempfile.mkdtemp(prefix="lt-prometheus-"))
         self._targets_file = self._dir / "targets.json"
         self._process: subprocess.Popen[bytes] | None = None
-        self.log_path = self._dir / "prometheus.log"
+        # Outside the TSDB folder when given, so that it outlives ``stop()`` for a post-mortem.
+        self.log_path = log_path or self._dir / "prometheus.log"
+        self.restarts = 0  # by ``restart``: the sandbox's liveness probe
 
     def start(self, timeout: float = 20.0) -> PrometheusRunner:
         exe = binary()
@@ -78,19 +85,19 @@ class PrometheusRunner:
             f"      - files: ['{self._targets_file}']\n"
             "        refresh_interval: 1s\n"
         )
-        log = self.log_path.open("wb")
-        self._process = subprocess.Popen(
-            [
-                exe,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={self._dir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--storage.tsdb.retention.time=1h",
-                "--web.enable-lifecycle",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        with self.log_path.open("ab") as log:  # the child keeps its own copy of the descriptor
+            self._process = subprocess.Popen(
+                [
+                    exe,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={self._dir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=1h",
+                    "--web.enable-lifecycle",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -103,6 +110,26 @@ class PrometheusRunner:
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"prometheus did not become ready in {format_duration(timeout)}")
+
+    def probe(self, timeout: float = 5.0) -> str | None:
+        """None when the server answers a query on its own series within ``timeout``, else
+        why not: what a liveness probe of a Prometheus pod would ask."""
+        try:
+            response = httpx.get(
+                f"{self.url}/api/v1/query", params={"query": "up"}, timeout=timeout
+            )
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__} {exc}".strip()
+        return None if response.status_code == 200 else f"HTTP {response.status_code}"
+
+    def restart(self, why: str) -> None:
+        """Stop the server (SIGKILL when it does not end) and start it again on the same port
+        and TSDB, as a kubelet restarts a container whose liveness probe fails."""
+        self.restarts += 1
+        with self.log_path.open("a") as log:
+            log.write(f"--- sandbox: restarting Prometheus ({why})\n")
+        self.stop(keep_data=True)
+        self.start()
 
     def set_targets(self, targets: Sequence[Target]) -> None:
         groups = [{"targets": [t.address], "labels": dict(t.labels)} for t in targets]
@@ -131,6 +158,8 @@ class PrometheusRunner:
         """End the server; with ``keep_data`` a later ``start()`` resumes on the same TSDB."""
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
+            with contextlib.suppress(OSError):  # a stopped (SIGSTOP) process handles TERM
+                os.kill(self._process.pid, signal.SIGCONT)
             try:
                 self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -143,6 +172,24 @@ class PrometheusRunner:
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
+
+    def health(self, timeout: float = 5.0) -> str:
+        """One line on how the server does now: how long it took to answer, and each target's
+        health, last scrape and error (a stalled server stops scraping as well as answering)."""
+        began = time.monotonic()
+        try:
+            answer = httpx.get(f"{self.url}/api/v1/targets", timeout=timeout).json()["data"]
+        except (httpx.HTTPError, KeyError, ValueError) as exc:
+            took = time.monotonic() - began
+            return f"did not answer its targets API ({type(exc).__name__} after {took:.1f}s)"
+        took = time.monotonic() - began
+        parts = [
+            f"{t.get('scrapeUrl')} {t.get('health')}, last scrape {t.get('lastScrape')} "
+            f"({t.get('lastScrapeDuration')}s){' ' + t['lastError'] if t.get('lastError') else ''}"
+            for t in answer.get("activeTargets", [])
+        ]
+        restarted = f"restarted {self.restarts}x by the liveness probe; " if self.restarts else ""
+        return f"{restarted}answered in {took:.2f}s; targets: {'; '.join(parts) or 'none'}"
 
     def __enter__(self) -> PrometheusRunner:
         return self.start()

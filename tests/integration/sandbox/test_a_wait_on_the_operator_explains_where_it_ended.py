@@ -1,7 +1,8 @@
 """A test waiting on the operator in the sandbox learns why the wait ended where it did: a dead
 operator ends the wait at once rather than at its deadline, and ``explain`` names the state,
-the target's conditions and the operator log's last lines of note (for CI runs, whose files
-are gone by the time anyone reads the failure)."""
+the target's conditions, whether Prometheus still answers and scrapes (with its log, kept in
+the sandbox's folder), how busy the machine is, and the operator log's last lines of note (for
+CI runs, whose files are gone by the time anyone reads the failure)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,8 @@ async def test_a_dead_operator_ends_the_wait_at_once_and_the_explanation_says_so
     assert "  Ready True Ready: tuning Deployment" in explained
     assert "took the target" in explained  # a line of the operator's own log
     assert "' succeeded." not in explained
+    # Whether Prometheus still answers and scrapes, and how busy the machine was.
+    assert "  Prometheus answered in " in explained
+    assert "; targets: " in explained  # each with its health and last scrape, once discovered
+    assert "  machine: load " in explained
+    assert (tmp_path / "sandbox" / "prometheus.log").stat().st_size > 0  # kept after the run

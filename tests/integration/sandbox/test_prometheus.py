@@ -1,16 +1,20 @@
-"""Prometheus (when installed) scrapes the ready pods with namespace/pod/container labels."""
+"""Prometheus (when installed) scrapes the ready pods with namespace/pod/container labels, and
+is restarted, as a kubelet would, when it stops answering."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import time
+from pathlib import Path
 
 import httpx
 import pytest
 from tests.integration.sandbox.support import NAMESPACE, deployment, eventually
 
 from latency_tuner.sandbox import prometheus
-from latency_tuner.sandbox.cluster import Sandbox
+from latency_tuner.sandbox.cluster import Sandbox, keep_alive
 
 pytestmark = pytest.mark.prometheus
 
@@ -43,3 +47,33 @@ async def test_prometheus_scrapes_the_pod_under_its_kubernetes_labels() -> None:
     assert series["pod"] == pod.name
     assert series["container"] == "vllm"
     assert series["instance"] == f"127.0.0.1:{pod.port}"
+
+
+async def test_a_prometheus_that_stops_answering_is_restarted_on_its_port_with_its_data(
+    tmp_path: Path,
+) -> None:
+    # A stopped process accepts connections (the kernel does) and answers nothing: the stall
+    # CI saw. The probe restarts it; the series scraped before the stall are still there.
+    with prometheus.PrometheusRunner(scrape_interval="1s", log_path=tmp_path / "p.log") as runner:
+        runner.set_targets([prometheus.Target(runner.url.removeprefix("http://"))])
+        await asyncio.to_thread(runner.wait_for_targets, 1)
+        began = time.time()
+        assert runner._process is not None
+        os.kill(runner._process.pid, signal.SIGSTOP)
+        watch = asyncio.create_task(keep_alive(runner, period=0.5, failures=3))
+        try:
+            await eventually(lambda: asyncio.sleep(0, runner.restarts == 1), within=30)
+        finally:
+            watch.cancel()
+        assert await asyncio.to_thread(runner.probe) is None
+        async with httpx.AsyncClient() as http:
+            body = (
+                await http.get(
+                    f"{runner.url}/api/v1/query",
+                    params={"query": "count_over_time(up[5m])", "time": f"{began:.3f}"},
+                )
+            ).json()
+    [row] = body["data"]["result"]
+    assert int(row["value"][1]) >= 1  # a sample from before the stall, kept over the restart
+    log = (tmp_path / "p.log").read_text()
+    assert "restarting Prometheus (3 liveness probes failed in a row, the last: ReadTimeout" in log
