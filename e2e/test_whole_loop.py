@@ -8,7 +8,9 @@ the LatencyTarget and the Deployment.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -178,6 +180,28 @@ async def test_metrics_going_away_stops_all_changes_until_they_are_back(tmp_path
     assert met(status), status
     assert condition(status, "MetricsAvailable")["status"] == "True"
     assert len(status["trials"]) >= 1
+
+
+async def test_a_prometheus_frozen_while_a_trial_is_measured_is_restarted_and_the_trial_judged(
+    tmp_path: Path,
+) -> None:
+    # What CI once saw: the server running, neither scraping nor answering, for minutes. The
+    # sandbox restarts it as a kubelet's liveness probe would; the operator waits out the
+    # unreadable windows and judges the trial rather than rolling it back.
+    require_prometheus()
+    async with demo_run(scenario("prefix-caching"), workdir=tmp_path) as run:
+        prometheus = run.sandbox.prometheus
+        assert prometheus is not None
+        await run.sandbox.apply_latency_target()
+        status = await run.wait_for(lambda s: s.get("phase") == "Measuring", within=180)
+        assert status.get("phase") == "Measuring", await run.explain()
+        assert prometheus._process is not None
+        os.kill(prometheus._process.pid, signal.SIGSTOP)
+        status = await run.wait_for(converged, within=240)
+        assert converged(status), await run.explain()
+        assert prometheus.restarts == 1
+    [trial] = status["trials"]
+    assert (trial["knob"], trial["verdict"]) == ("prefixCaching", "Keep"), trial
 
 
 async def test_without_prometheus_the_operator_scrapes_the_pods_itself_and_converges(

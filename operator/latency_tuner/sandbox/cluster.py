@@ -338,12 +338,13 @@ async def keep_alive(
     period: float = LIVENESS_PERIOD_SECONDS,
     failures: int = LIVENESS_FAILURES,
 ) -> None:
-    """Probe ``runner`` every ``period``; restart it after ``failures`` failed probes in a row.
-    Runs until cancelled."""
+    """Probe ``runner`` every ``period`` while it runs; restart it after ``failures`` failed
+    probes in a row. Runs until cancelled."""
     failed = 0
     while True:
         await asyncio.sleep(period)
-        why = await asyncio.to_thread(runner.probe, period)
+        # Only a server that runs and does not answer: one stopped on purpose stays stopped.
+        why = await asyncio.to_thread(runner.probe, period) if runner.running else None
         failed = 0 if why is None else failed + 1
         if failed >= failures:
             failed = 0
