@@ -180,8 +180,8 @@ class PrometheusRunner:
         try:
             answer = httpx.get(f"{self.url}/api/v1/targets", timeout=timeout).json()["data"]
         except (httpx.HTTPError, KeyError, ValueError) as exc:
-            took = time.monotonic() - began
-            return f"did not answer its targets API ({type(exc).__name__} after {took:.1f}s)"
+            waited = format_duration(time.monotonic() - began)
+            return f"did not answer its targets API ({type(exc).__name__} after {waited})"
         took = time.monotonic() - began
         parts = [
             f"{t.get('scrapeUrl')} {t.get('health')}, last scrape {t.get('lastScrape')} "
@@ -189,7 +189,8 @@ class PrometheusRunner:
             for t in answer.get("activeTargets", [])
         ]
         restarted = f"restarted {self.restarts}x by the liveness probe; " if self.restarts else ""
-        return f"{restarted}answered in {took:.2f}s; targets: {'; '.join(parts) or 'none'}"
+        answered = f"answered in {format_duration(took)}"
+        return f"{restarted}{answered}; targets: {'; '.join(parts) or 'none'}"
 
     def __enter__(self) -> PrometheusRunner:
         return self.start()
