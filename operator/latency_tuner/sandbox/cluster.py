@@ -3,7 +3,8 @@
 In order it starts the Kubernetes API emulator (and writes a kubeconfig for it), creates the
 namespace, applies the LatencyTarget CRD, starts the pod runner (Deployment controller +
 kubelet running ``latency-tuner sim`` processes on the scenario's simulated GPU nodes), starts
-Prometheus when the binary is installed (its targets follow the ready pods), and, given a
+Prometheus when the binary is installed (its targets follow the ready pods; a liveness probe
+restarts it when it runs but stops answering, as a kubelet would), and, given a
 scenario, applies its Deployment, waits until it is available and starts the background load.
 On exit it stops all of it in reverse order, also on errors.
 
