@@ -59,7 +59,12 @@ class MaxNumBatchedTokens(BaseKnob):
             if pull.direction < 0:
                 sized = _chunk_sized_from_target(rungs, current, cause, ctx)
                 if sized is not None and sized < step:
-                    step, note = sized, "a budget sized from the prompt length and the ITL target"
+                    step = sized
+                    note = (
+                        "a budget sized from the prompt length and the ITL target"
+                        if cause.ratio > 1.0
+                        else "the largest budget that makes a prompt's chunk smaller"
+                    )
             else:
                 whole = _whole_prompt_budget(rungs, current, ctx)
                 if whole is not None and whole > step:
@@ -87,17 +92,22 @@ def _chunk_sized_from_target(
     a chunk is min(budget, prompt) tokens: a budget above the prompt length changes nothing
     (16384 -> 8192 with 2500-token prompts), and below it the stall shrinks with the budget. So
     the budget goes to the largest rung under min(current, prompt) / (observed / target), never
-    below max-num-seqs when that is written (vLLM refuses it).
+    below max-num-seqs when that is written (vLLM refuses it). With the target met (a pull for
+    margin) there is no ratio to size from: the budget goes to the largest rung that makes a
+    chunk smaller at all, and the calibrated model says whether that is worth a rollout.
     """
     prompt = ctx.load.prompt_tokens
-    if prompt is None or cause.ratio <= 1.0:
+    if prompt is None:
         return None
-    goal = min(float(current), prompt) / cause.ratio
+    chunk = min(float(current), prompt)
     floor = ctx.view.max_num_seqs if ctx.cl.get("max-num-seqs") is not None else 0
     below = [r for r in rungs if r < current and r >= floor]
     if not below:
         return None
-    fitting = [r for r in below if r <= goal]
+    if cause.ratio <= 1.0:
+        smaller = [r for r in below if r < chunk]
+        return max(smaller) if smaller else None
+    fitting = [r for r in below if r <= chunk / cause.ratio]
     return max(fitting) if fitting else min(below)
 
 

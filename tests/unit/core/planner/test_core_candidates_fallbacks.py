@@ -1,6 +1,7 @@
 """What the planner falls back on when a bottleneck's first knobs are unavailable: prefix
 caching for any TTFT breach with long prompts, other ways to shorten a stalled step against
-prefill interference, and a batch budget sized from the prompt length rather than one rung."""
+prefill interference, and a batch budget sized from the prompt length rather than one rung (for
+a missed target, and for margin on a met one)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from tests.unit.core.builders import (
     queueing,
 )
 
-from latency_tuner.core.diagnosis import diagnose
+from latency_tuner.core.candidates import rank
+from latency_tuner.core.config_view import view
+from latency_tuner.core.diagnosis import diagnose, margins
 from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.knobs import Change, KnobClass, KnobName
 from latency_tuner.core.planner import Exhausted, plan
@@ -121,3 +124,29 @@ def test_without_chunking_the_budget_is_not_offered_against_interference_either_
     d = diagnose(window, ITL, cl, H100, spec)
     result = plan(d, window, cl, spec, H100)
     assert isinstance(result, Exhausted)
+
+
+def _margin_budgets(prompt_tokens: float, budget: str) -> list[str | None]:
+    """The lower batch budgets offered for margin on a met ITL target with prefill interference."""
+    cl = command_line("--max-num-batched-tokens", budget)
+    spec = knobs(max_num_batched_tokens={"min": 512, "max": 16384})
+    window = interference(prompt_tokens_mean=prompt_tokens, itl={50: 0.008, 90: 0.03, 99: 0.045})
+    goal = objectives(itl="50ms", percentile=99)
+    causes = margins(window, goal, cl, H100)
+    assert [c.bottleneck for c in causes] == [Bottleneck.PREFILL_INTERFERENCE]
+    ranking = rank(
+        causes, (), cl=cl, view=view(cl, H100, None), knobs=spec, hardware=H100, observation=window
+    )
+    budgets = ranking.candidates
+    return [
+        c.to_value for c in budgets if c.knob is KnobName.MAX_NUM_BATCHED_TOKENS and c.direction < 0
+    ]
+
+
+def test_for_margin_a_budget_above_the_prompt_goes_to_the_first_rung_that_shrinks_a_chunk() -> None:
+    # 1,200-token prompts: 4096 and 2048 still prefill a prompt in one 1,200-token chunk, so
+    # one rung down from 8192 would change nothing; 1024 is the first budget that shrinks it
+    # (the calibrated model then says whether that is worth a rollout).
+    assert _margin_budgets(1200.0, "8192") == ["1024"]
+    # Below the prompt length every rung shrinks a chunk: one rung down.
+    assert _margin_budgets(4000.0, "2048") == ["1024"]
