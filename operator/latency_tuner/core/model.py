@@ -39,7 +39,10 @@ stages are timed at that rate.
 Forecasts are relative changes of the means; the trial applies them to the objectives'
 percentiles, except an ITL objective's, which the model reads as the window does (Prometheus'
 interpolation in vLLM's histogram buckets) from its mixture of decode-only and prefilling
-steps. There is no forecast (None) where the model does not describe the deployment: an unknown
+steps: the prefilling ones by kind, a prompt's full chunks apart from its shorter last one (the
+tail sees the longer step, not their mean), and, where the budget holds two whole prompts, the
+steps that prefill two at once (a second prompt arriving within a step's time: Poisson
+arrivals). There is no forecast (None) where the model does not describe the deployment: an unknown
 model or GPU, a command line vLLM would refuse, a stage the window did not measure, a prefix
 cache whose hit rate nobody has measured yet, or a calibration factor beyond ``TRUSTED_FACTOR``
 (the model off by more than that on this deployment: its knob effects are not to be trusted
@@ -139,6 +142,9 @@ class _Stages:
     # ... with the batch as large as the slots allow: the engine's capacity per request
     full_decode_share: float
     slots: float  # requests that can run at once
+    # The mixed steps' ITL by kind, with each kind's share of the mixed steps: a prompt's full
+    # chunks, its last (shorter) chunk, and steps carrying two prompts' prefills at once.
+    mixed_parts: tuple[tuple[float, float], ...] = ()
 
     def itl_at(self, percentile: int) -> float:
         """The ITL quantile as a window reads it: ``histogram_quantile`` over vLLM's ITL buckets
@@ -146,7 +152,9 @@ class _Stages:
         step's time. Prometheus interpolates within a bucket, so while both configurations'
         tokens stay in the same buckets the reading follows their shares there, not their
         times: 16 ms and 11 ms prefill steps read alike in the 10-25 ms bucket."""
-        tokens = ((self.decode_itl, 1.0 - self.mixed_share), (self.mixed_itl, self.mixed_share))
+        parts = self.mixed_parts or ((self.mixed_itl, 1.0),)
+        mixed = [(t, self.mixed_share * w) for t, w in parts]
+        tokens = [(self.decode_itl, 1.0 - self.mixed_share), *mixed]
         counts = [(le, sum(share for t, share in tokens if t <= le)) for le in ITL_BUCKETS]
         reading = histogram_quantile(percentile / 100.0, [*counts, (math.inf, 1.0)])
         return reading if reading is not None and math.isfinite(reading) else self.mixed_itl
@@ -380,9 +388,12 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     prefill = work = 0.0
     past = cached
     others = [context] * (n - 1)  # the batch's other requests decode in each prefill step
+    times: list[float] = []
     for _ in range(timed):
         size = min(chunk, uncached - (past - cached)) or chunk
-        prefill += cost.step_time(decode_contexts=others, prefill_chunks=[(size, past)])
+        t = cost.step_time(decode_contexts=others, prefill_chunks=[(size, past)])
+        times.append(t)
+        prefill += t
         work += cost.step_time(decode_contexts=[], prefill_chunks=[(size, past)])
         past += size
     scale = steps / timed
@@ -394,11 +405,28 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     pure = max(1.0 - chunks * mixed_step, 0.0) / step
     mixed_share = min(chunks / (chunks + pure), MAX_PREFILL_SHARE) if chunks + pure > 0 else 0.0
     decode_itl, mixed_itl = step / per_step, max(mixed_step, step) / per_step
+    # Kinds of mixed steps for the ITL tail: the prompt's full chunks, its last one when shorter,
+    # and, when the budget holds two whole prompts, steps where a second prompt arrived within a
+    # step's time and is prefilled alongside (Poisson arrivals: 1 - exp(-rate x step)).
+    uneven = 1 < steps == len(times)  # every chunk timed, so the last one is the prompt's last
+    whole = times[:-1] if uneven else times
+    kinds = [(sum(whole) / len(whole), float(len(whole)))]
+    if uneven:
+        kinds.append((times[-1], 1.0))
+    both = pair = 0.0
+    if config.max_num_batched_tokens >= 2 * uncached and steps == 1:
+        both = 1.0 - math.exp(-load.rate * mixed_step)
+        pair = cost.step_time(decode_contexts=others, prefill_chunks=[(uncached, cached)] * 2)
+    total = sum(w for _, w in kinds)
+    parts = [(max(t, step) / per_step, w / total * (1.0 - both)) for t, w in kinds]
+    if both > 0:
+        parts.append((max(pair, step) / per_step, both))
     return _Stages(
         itl=(1.0 - mixed_share) * decode_itl + mixed_share * mixed_itl,
         decode_itl=decode_itl,
         mixed_itl=mixed_itl,
         mixed_share=mixed_share,
+        mixed_parts=tuple(parts),
         prefill=prefill * scale,
         prefill_work=work * scale,
         decode_share=load.output / per_step * step / n,
@@ -413,6 +441,7 @@ def _scaled(stages: _Stages, itl_factor: float, prefill_factor: float) -> _Stage
         decode_itl=stages.decode_itl * itl_factor,
         mixed_itl=stages.mixed_itl * itl_factor,
         mixed_share=stages.mixed_share,
+        mixed_parts=tuple((t * itl_factor, w) for t, w in stages.mixed_parts),
         prefill=stages.prefill * prefill_factor,
         prefill_work=stages.prefill_work * prefill_factor,
         decode_share=stages.decode_share * itl_factor,

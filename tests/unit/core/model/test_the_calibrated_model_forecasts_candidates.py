@@ -385,3 +385,36 @@ def test_ttft_beyond_the_queue_and_prefill_stays_overhead_when_nothing_waits() -
     assert calibration.queue == 0.0
     assert calibration.overhead == pytest.approx(0.51)
     assert _ttft_after(slow_front, running, 64) == pytest.approx(0.0, abs=0.02)
+
+
+def _tail_change(budget: str, to: str, *, prompt: int, rate: float, running: int = 16) -> float:
+    """The forecast change of ITL p99 from one batch budget to another, on a window whose p99
+    is what the model's steps make of it."""
+    cl = command_line("--max-num-batched-tokens", budget)
+    current, candidate = engine(cl), engine(cl.with_value("max-num-batched-tokens", to))
+    window = window_of(current, prompt=prompt, request_rate=rate, running=running)
+    window = window.model_copy(update={"itl": {99: 3 * (window.itl_mean or 0)}})
+    calibration = model.calibrate(window, current, itl_percentile=99)
+    assert calibration is not None
+    forecast = model.forecast(calibration, current, candidate)
+    assert forecast is not None
+    assert forecast.itl is not None
+    return forecast.itl
+
+
+def test_a_tail_percentile_sees_a_prompts_full_chunks_not_their_mean_with_a_short_last_one() -> (
+    None
+):
+    # 1,200-token prompts once a second: at 1,024 a prompt takes a 1,024-token step and a
+    # 176-token one. The p99 token comes from the longer step, about 15% shorter than the
+    # 1,200-token one, not from their mean (half of it).
+    assert -0.3 < _tail_change("2048", "1024", prompt=1200, rate=1.0) < 0.0
+
+
+def test_two_prompts_prefilled_in_one_step_make_the_tail_a_budget_that_holds_one_removes() -> None:
+    # Ten 1,200-token prompts a second: a step of a few tens of ms often sees a second prompt
+    # arrive, and a budget of 8,192 prefills both at once, a step twice as long; 2,048 holds one.
+    busy = _tail_change("8192", "2048", prompt=1200, rate=10.0)
+    quiet = _tail_change("8192", "2048", prompt=1200, rate=0.2)
+    assert busy < -0.2
+    assert busy < quiet - 0.15
