@@ -213,20 +213,35 @@ def test_smaller_prefill_chunks_lower_an_itl_tail_made_of_prefill_steps() -> Non
     assert abs(mean_forecast.itl) < 0.15
 
 
+def _tail_change(
+    budget: str,
+    to: str,
+    *,
+    prompt: int,
+    rate: float,
+    running: int = 16,
+    at: int = 99,
+    over_mean: float = 3.0,
+) -> float:
+    """The forecast change of the ITL percentile ``at`` from one batch budget to another, on a
+    window that read it at ``over_mean`` times its mean ITL."""
+    cl = command_line("--max-num-batched-tokens", budget)
+    current, candidate = engine(cl), engine(cl.with_value("max-num-batched-tokens", to))
+    window = window_of(current, prompt=prompt, request_rate=rate, running=running)
+    window = window.model_copy(update={"itl": {at: over_mean * (window.itl_mean or 0)}})
+    calibration = model.calibrate(window, current, itl_percentile=at)
+    assert calibration is not None
+    forecast = model.forecast(calibration, current, candidate)
+    assert forecast is not None
+    assert forecast.itl is not None
+    return forecast.itl
+
+
 def test_smaller_prefill_chunks_can_bring_prefill_steps_into_the_itl_p90() -> None:
     """The other side of the trade: at four 6,000-token prompts a second, chunks of 1,024
     tokens put a prefill chunk into so many steps that the p90 token comes from one."""
-    cl = command_line("--max-num-batched-tokens", "8192")
-    running = engine(cl)
-    smaller = engine(cl.with_value("max-num-batched-tokens", "1024"))
-    window = window_of(running, prompt=6000, request_rate=4.0)
-    window = window.model_copy(update={"itl": {90: 1.2 * (window.itl_mean or 0)}})
-    calibration = model.calibrate(window, running, itl_percentile=90)
-    assert calibration is not None
-    forecast = model.forecast(calibration, running, smaller)
-    assert forecast is not None
-    assert forecast.itl is not None
-    assert forecast.itl > 0.5
+    change = _tail_change("8192", "1024", prompt=6000, rate=4.0, running=8, at=90, over_mean=1.2)
+    assert change > 0.5
 
 
 def test_prefill_steps_in_one_histogram_bucket_leave_the_itl_tail_reading_as_it_was() -> None:
@@ -385,21 +400,6 @@ def test_ttft_beyond_the_queue_and_prefill_stays_overhead_when_nothing_waits() -
     assert calibration.queue == 0.0
     assert calibration.overhead == pytest.approx(0.51)
     assert _ttft_after(slow_front, running, 64) == pytest.approx(0.0, abs=0.02)
-
-
-def _tail_change(budget: str, to: str, *, prompt: int, rate: float, running: int = 16) -> float:
-    """The forecast change of ITL p99 from one batch budget to another, on a window whose p99
-    is what the model's steps make of it."""
-    cl = command_line("--max-num-batched-tokens", budget)
-    current, candidate = engine(cl), engine(cl.with_value("max-num-batched-tokens", to))
-    window = window_of(current, prompt=prompt, request_rate=rate, running=running)
-    window = window.model_copy(update={"itl": {99: 3 * (window.itl_mean or 0)}})
-    calibration = model.calibrate(window, current, itl_percentile=99)
-    assert calibration is not None
-    forecast = model.forecast(calibration, current, candidate)
-    assert forecast is not None
-    assert forecast.itl is not None
-    return forecast.itl
 
 
 def test_a_tail_percentile_sees_a_prompts_full_chunks_not_their_mean_with_a_short_last_one() -> (
