@@ -415,7 +415,8 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
         kinds.append((times[-1], 1.0))
     both = pair = 0.0
     if config.max_num_batched_tokens >= 2 * uncached and steps == 1:
-        both = 1.0 - math.exp(-load.rate * mixed_step)
+        # A rate below zero (a hostile source's series) would overflow exp: no second prompt.
+        both = 1.0 - math.exp(-max(load.rate, 0.0) * mixed_step)
         pair = cost.step_time(decode_contexts=others, prefill_chunks=[(uncached, cached)] * 2)
     total = sum(w for _, w in kinds)
     parts = [(max(t, step) / per_step, w / total * (1.0 - both)) for t, w in kinds]

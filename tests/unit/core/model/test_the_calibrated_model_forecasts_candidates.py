@@ -418,3 +418,15 @@ def test_two_prompts_prefilled_in_one_step_make_the_tail_a_budget_that_holds_one
     quiet = _tail_change("8192", "2048", prompt=1200, rate=0.2)
     assert busy < -0.2
     assert busy < quiet - 0.15
+
+
+def test_a_negative_arrival_rate_from_a_hostile_source_gets_no_forecast_and_no_failure() -> None:
+    # A Prometheus the tenant names may answer any number; the chance of a second prompt in a
+    # step (1 - exp(-rate x step)) overflowed on a rate of -1e15. No forecast is made of it.
+    cl = command_line("--max-num-batched-tokens", "8192")
+    running = engine(cl)
+    window = window_of(running, prompt=1200, request_rate=-1e15)
+    calibration = model.calibrate(window, running, itl_percentile=99)
+    assert calibration is not None
+    smaller = engine(cl.with_value("max-num-batched-tokens", "2048"))
+    assert model.forecast(calibration, running, smaller) is None
