@@ -346,24 +346,23 @@ def refine(
     forecasts = _Forecasts.of(now, observation, config, cv, knobs, hardware)
     if forecasts is None:
         return None
+
+    def ruled_out(candidate: Candidate) -> bool:
+        why = _ruled_out(
+            candidate, history, incompatible, observation.load, load_tolerance, lambda *_: False
+        )
+        return why is not None
+
     best: tuple[float, Candidate] | None = None
     for candidate in ranking.candidates:
         # Safe knobs only, which never change the GPU count.
         if candidate.knob_class is not KnobClass.SAFE:
             continue
-        if _ruled_out(
-            candidate, history, incompatible, observation.load, load_tolerance, lambda *_: False
-        ):
+        found = _best_rung(_rungs(candidate, ruled_out), forecasts, total * gain)
+        if found is None or found[0] > total * (1 - gain):
             continue
-        found = forecasts.after(candidate)
-        expected = forecasts.expected(candidate)
-        if found is None or found[1] is None or found[1].saturated or expected is None:
-            continue  # refused by vLLM, or no forecast at all
-        if any(r > REFINE_CEILING for r in expected):
-            continue
-        after = sum(expected)
-        if after <= total * (1 - gain) and (best is None or after < best[0]):
-            best = (after, candidate)
+        if best is None or found[0] < best[0]:
+            best = found
     if best is None:
         return None
     after, chosen = best
@@ -381,6 +380,46 @@ def refine(
             f"chance: {change.reason}"
         ),
     )
+
+
+def _best_rung(
+    rungs: Sequence[Candidate], forecasts: _Forecasts, noise: float
+) -> tuple[float, Candidate] | None:
+    """Of one knob's rungs (nearest first), the one to refine with and its expected sum of
+    ratios: each forecast with every objective at most ``REFINE_CEILING`` of its target, a
+    farther rung only where the model expects it lower by more than ``noise`` (what a trial
+    could tell from chance; else the smaller move)."""
+    mine: tuple[float, Candidate] | None = None
+    for rung in rungs:
+        found = forecasts.after(rung)
+        expected = forecasts.expected(rung)
+        if found is None or found[1] is None or found[1].saturated or expected is None:
+            continue  # refused by vLLM, or no forecast at all
+        if any(r > REFINE_CEILING for r in expected):
+            continue
+        after = sum(expected)
+        if mine is None or after < mine[0] - noise:
+            mine = (after, rung)
+    if mine is None or mine[1] is rungs[0]:
+        return mine
+    first, chosen = rungs[0], mine[1]
+    past = f"past {first.to_value}: the calibrated model expects {chosen.to_value} to do better"
+    return mine[0], replace(chosen, why=f"{first.why}; {past}")
+
+
+def _rungs(candidate: Candidate, ruled_out: Callable[[Candidate], bool]) -> list[Candidate]:
+    """The candidate and its knob's rungs beyond it the same way (``Candidate.farther``),
+    nearest first, up to the first that history rules out: each a move of its own for the
+    model to weigh (2048 -> 1024 may barely shorten the longest step where 512 halves it)."""
+    rungs = []
+    for rung in (
+        candidate,
+        *(replace(candidate, to_value=v, farther=()) for v in candidate.farther),
+    ):
+        if ruled_out(rung):
+            break
+        rungs.append(rung)
+    return rungs
 
 
 def model_error(history: Sequence[TrialRecord]) -> float | None:

@@ -93,6 +93,9 @@ def next_rung(rungs: Sequence[int], current: int, direction: int) -> int | None:
     return next((v for v in reversed(rungs) if v < current), None)
 
 
+FARTHER_RUNGS = 3  # up to 8x (or 1/8) in one trial: the bound on a jump the model asks for
+
+
 def rungs_beyond(
     ladder: Sequence[int], bounds: IntRange, step: int, direction: int, count: int
 ) -> tuple[int, ...]:

@@ -5,7 +5,10 @@ prefills sooner (queueing, long prefill), down so that a prefill chunk stalls th
 its step less (prefill interference). Against prefill interference a move may skip rungs: down
 to the budget that brings a chunk's stall under the ITL target in one move, or up to the budget
 that prefills a mean prompt in one step. Never lowered without chunked prefill (vLLM then needs
-the budget >= max-model-len) and never below a written max-num-seqs (vLLM refuses it). Pure.
+the budget >= max-model-len) and never below a written max-num-seqs (vLLM refuses it). The
+next ``FARTHER_RUNGS`` rungs the same way come with a move, for the planner to jump to when the
+calibrated model expects one rung to fall short (or, for margin, a farther one to do better).
+Pure.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from latency_tuner.core.config_view import ConfigView
 from latency_tuner.core.evidence import Bottleneck, Cause
 from latency_tuner.core.knobs.base import (
+    FARTHER_RUNGS,
     BaseKnob,
     Context,
     KnobClass,
@@ -24,6 +28,7 @@ from latency_tuner.core.knobs.base import (
     ladder_in,
     ladder_step,
     off_limits,
+    rungs_beyond,
 )
 
 BATCHED_TOKENS_LADDER: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
@@ -69,7 +74,11 @@ class MaxNumBatchedTokens(BaseKnob):
                 whole = _whole_prompt_budget(rungs, current, ctx)
                 if whole is not None and whole > step:
                     step, note = whole, "a budget that prefills a mean prompt in one step"
-        return [Option(str(step), pull.gain, note=note)]
+        # The rungs beyond, for the planner to jump to when the calibrated model asks for it;
+        # down, none below a written max-num-seqs (vLLM refuses those).
+        beyond = rungs_beyond(BATCHED_TOKENS_LADDER, bounds, step, pull.direction, FARTHER_RUNGS)
+        farther = tuple(str(v) for v in beyond if v >= _floor(ctx))
+        return [Option(str(step), pull.gain, note=note, farther=farther)]
 
 
 def _whole_prompt_budget(rungs: tuple[int, ...], current: int, ctx: Context) -> int | None:
@@ -100,8 +109,7 @@ def _chunk_sized_from_target(
     if prompt is None:
         return None
     chunk = min(float(current), prompt)
-    floor = ctx.view.max_num_seqs if ctx.cl.get("max-num-seqs") is not None else 0
-    below = [r for r in rungs if r < current and r >= floor]
+    below = [r for r in rungs if r < current and r >= _floor(ctx)]
     if not below:
         return None
     if cause.ratio <= 1.0:
@@ -109,6 +117,11 @@ def _chunk_sized_from_target(
         return max(smaller) if smaller else None
     fitting = [r for r in below if r <= chunk / cause.ratio]
     return max(fitting) if fitting else min(below)
+
+
+def _floor(ctx: Context) -> int:
+    """The lowest budget vLLM accepts here: a written max-num-seqs (else it follows the budget)."""
+    return ctx.view.max_num_seqs if ctx.cl.get("max-num-seqs") is not None else 0
 
 
 KNOB = MaxNumBatchedTokens()

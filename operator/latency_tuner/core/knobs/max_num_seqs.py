@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from latency_tuner.core.config_view import ConfigView
 from latency_tuner.core.evidence import Cause
 from latency_tuner.core.knobs.base import (
+    FARTHER_RUNGS,
     BaseKnob,
     Context,
     KnobClass,
@@ -27,7 +28,6 @@ from latency_tuner.core.knobs.base import (
 )
 
 MAX_NUM_SEQS_LADDER: tuple[int, ...] = tuple(2**i for i in range(4, 13))  # 16 .. 4096
-FARTHER_RUNGS = 3  # up to 8x (or 1/8) in one trial: the bound on a jump the model asks for
 
 
 class MaxNumSeqs(BaseKnob):

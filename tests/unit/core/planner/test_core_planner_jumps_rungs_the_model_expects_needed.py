@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.unit.core.builders import H100, command_line, knobs, objectives
+from tests.unit.core.builders import H100, command_line, interference, knobs, objectives
 
 from latency_tuner.api.status import Verdict
 from latency_tuner.core import model
@@ -17,6 +17,7 @@ from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord, plan
 from latency_tuner.perf.cost import CostModel
+from latency_tuner.vllm.args import VllmCommandLine
 
 CL = command_line("--max-num-seqs", "8")
 SPEC = knobs(
@@ -108,3 +109,25 @@ def test_the_rungs_beyond_stay_within_the_step_budget() -> None:
     assert d.ranking is not None
     seqs = [c for c in d.ranking.candidates if c.knob is KnobName.MAX_NUM_SEQS]
     assert [(c.to_value, c.farther) for c in seqs] == [("16", ("32",))]
+
+
+def test_the_batch_budget_offers_its_rungs_beyond_but_none_below_a_written_max_num_seqs() -> None:
+    """Down from 4096 against prefill interference (ITL p99 15% over its target, 4,000-token
+    prompts): 2048 first, then 1024 and 512 for a jump; with max-num-seqs 1024 written, vLLM
+    would refuse 512, so it is not offered."""
+    spec = knobs(max_num_batched_tokens={"min": 512, "max": 16384})
+    goal = objectives(itl="130ms", percentile=99)
+    window = interference()
+
+    def budgets(cl: VllmCommandLine) -> list[tuple[str | None, tuple[str, ...]]]:
+        d = diagnose(window, goal, cl, H100, spec)
+        assert d.ranking is not None
+        return [
+            (c.to_value, c.farther)
+            for c in d.ranking.candidates
+            if c.knob is KnobName.MAX_NUM_BATCHED_TOKENS and c.direction < 0
+        ]
+
+    assert budgets(command_line("--max-num-batched-tokens", "4096")) == [("2048", ("1024", "512"))]
+    written = command_line("--max-num-batched-tokens", "4096", "--max-num-seqs", "1024")
+    assert budgets(written) == [("2048", ("1024",))]

@@ -7,6 +7,7 @@ from tests.unit.core.builders import (
     A100,
     H100,
     command_line,
+    healthy,
     knobs,
     objectives,
     prefill_stalls,
@@ -180,3 +181,41 @@ def test_the_prior_stands_in_for_the_ttft_a_prefix_cache_would_find() -> None:
     assert (change.knob, change.to_value) == (KnobName.PREFIX_CACHING, "true")
     assert "the knob's prior for TTFT p90" in change.reason
     assert "0.75 -> 0.45" in change.reason
+
+
+def _chunked_mistral_at_2048() -> Observation:
+    """A window measured by the harder suite's benchmark (Mistral 7B on an H100, chunked
+    prefill with a 2,048-token budget): 2,680-token prompts at 6.4 a second, ITL p99 48 ms."""
+    return healthy(
+        window_seconds=15.0, requests=96, request_rate=6.4, prompt_tokens_mean=2679.0,
+        generation_tokens_mean=158.0, running_mean=10.0, running_max=14.0, waiting_mean=0.25,
+        ttft={50: 0.095, 90: 0.216, 99: 0.247}, ttft_mean=0.0986, queue_time_mean=0.0147,
+        prefill_time_mean=0.0708, itl={50: 0.0057, 90: 0.0262, 99: 0.0476}, itl_mean=0.0121,
+        e2e={50: 1.93, 90: 3.86, 99: 4.89}, decode_time_mean=1.843, prefix_cache_hit_rate=0.0,
+        kv_capacity_tokens=477024, kv_cache_usage_mean=0.06,
+    )  # fmt: skip
+
+
+def test_for_margin_a_farther_rung_is_weighed_when_the_next_one_would_barely_help() -> None:
+    # ITL p99 48 ms against 75 ms. At 1024 the longest steps are still full chunks at this
+    # arrival rate: the model expects next to nothing from it. At 512 it expects ITL p99 to
+    # fall to about half: the refinement goes there in one move.
+    goal = Objectives(
+        ttft=Objective.model_validate({"percentile": 90, "threshold": "800ms"}),
+        itl=Objective.model_validate({"percentile": 99, "threshold": "75ms"}),
+    )
+    cl = command_line(
+        "--max-num-batched-tokens", "2048", model="mistralai/Mistral-7B-Instruct-v0.3"
+    )
+
+    def refined_within(low: int) -> Change | None:
+        spec = knobs(max_num_batched_tokens={"min": low, "max": 16384})
+        return refine(_chunked_mistral_at_2048(), goal, cl, spec, H100)
+
+    change = refined_within(512)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "512")
+    assert "0.90 -> 0.70" in change.reason
+    assert "past 1024: the calibrated model expects 512 to do better" in change.reason
+    # With 1024 the lowest rung allowed, nothing is worth a rollout.
+    assert refined_within(1024) is None
