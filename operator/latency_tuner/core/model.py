@@ -85,6 +85,10 @@ SATURATED = 0.98
 # stop, which a window that measured an ITL did not see.
 MAX_PREFILL_SHARE = 0.9
 MAX_PREFILL_STEPS = 256  # prefill chunks timed one by one; longer prompts are scaled from them
+# Steps prefilling several prompts at once: at most this many besides the first are timed, and
+# none whose kind is less likely than CROWDED_TAIL (of the prefilling steps).
+MAX_CROWDED_PROMPTS = 16
+CROWDED_TAIL = 1e-4
 # Requests timed per decode step at most: a command line or a gauge can claim any number, and a
 # forecast must stay cheap on the operator's loop whatever a tenant writes.
 MAX_BATCH = 4096
@@ -406,22 +410,18 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     mixed_share = min(chunks / (chunks + pure), MAX_PREFILL_SHARE) if chunks + pure > 0 else 0.0
     decode_itl, mixed_itl = step / per_step, max(mixed_step, step) / per_step
     # Kinds of mixed steps for the ITL tail: the prompt's full chunks, its last one when shorter,
-    # and, when the budget holds two whole prompts, steps where a second prompt arrived within a
-    # step's time and is prefilled alongside (Poisson arrivals: 1 - exp(-rate x step)).
+    # and, when the budget has room beside a whole prompt, steps that also prefill the prompts
+    # that arrived within a step's time (``_crowded_steps``).
     uneven = 1 < steps == len(times)  # every chunk timed, so the last one is the prompt's last
     whole = times[:-1] if uneven else times
     kinds = [(sum(whole) / len(whole), float(len(whole)))]
     if uneven:
         kinds.append((times[-1], 1.0))
-    both = pair = 0.0
-    if config.max_num_batched_tokens >= 2 * uncached and steps == 1:
-        # A rate below zero (a hostile source's series) would overflow exp: no second prompt.
-        both = 1.0 - math.exp(-max(load.rate, 0.0) * mixed_step)
-        pair = cost.step_time(decode_contexts=others, prefill_chunks=[(uncached, cached)] * 2)
+    crowded = _crowded_steps(cost, others, uncached, cached, steps, load.rate * mixed_step)
+    alone = 1.0 - sum(p for _, p in crowded)
     total = sum(w for _, w in kinds)
-    parts = [(max(t, step) / per_step, w / total * (1.0 - both)) for t, w in kinds]
-    if both > 0:
-        parts.append((max(pair, step) / per_step, both))
+    parts = [(max(t, step) / per_step, w / total * alone) for t, w in kinds]
+    parts += [(max(t, step) / per_step, p) for t, p in crowded if p > 0]
     return _Stages(
         itl=(1.0 - mixed_share) * decode_itl + mixed_share * mixed_itl,
         decode_itl=decode_itl,
@@ -434,6 +434,51 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
         full_decode_share=load.output / per_step * full_step / full,
         slots=slots,
     )
+
+
+def _crowded_steps(
+    cost: CostModel,
+    others: list[int],
+    uncached: int,
+    cached: int,
+    steps: int,
+    arrivals: float,
+) -> list[tuple[float, float]]:
+    """Steps that prefill more than one prompt, as (step time, share of the prefilling steps).
+
+    vLLM fills a step's token budget with the prompts waiting: beside a prompt that fits in one
+    chunk, the ``k`` others that arrived within the step's time (Poisson, ``arrivals`` expected)
+    are prefilled whole while they fit, and with chunked prefill the next one's first chunk takes
+    what is left (1,200 + 848 tokens at 2048). The last kind the budget holds takes the rest of
+    the tail; kinds less likely than ``CROWDED_TAIL`` are not timed."""
+    config = cost.config
+    room = config.max_num_batched_tokens - uncached
+    if steps != 1 or room <= 0:
+        return []
+
+    def fits(room: int) -> int:  # the next prompt's tokens in this step
+        if config.chunked_prefill:
+            return min(uncached, room)
+        return uncached if uncached <= room else 0
+
+    lam = max(arrivals, 0.0)  # a rate below zero (a hostile source's series): no second prompt
+    chunks = [(uncached, cached)]
+    found: list[tuple[float, float]] = []
+    beyond = 1.0 - math.exp(-lam)  # P(at least k others), from k = 1
+    pmf = math.exp(-lam)
+    size = fits(room)
+    for k in range(1, MAX_CROWDED_PROMPTS + 1):
+        if size <= 0 or beyond < CROWDED_TAIL:
+            break
+        chunks.append((size, cached))
+        room -= size
+        size = fits(room)
+        pmf *= lam / k  # P(exactly k others)
+        last = size <= 0 or k == MAX_CROWDED_PROMPTS  # more wait for the next step
+        t = cost.step_time(decode_contexts=others, prefill_chunks=chunks)
+        found.append((t, beyond if last else pmf))
+        beyond -= pmf
+    return found
 
 
 def _scaled(stages: _Stages, itl_factor: float, prefill_factor: float) -> _Stages:

@@ -411,13 +411,23 @@ def test_a_tail_percentile_sees_a_prompts_full_chunks_not_their_mean_with_a_shor
     assert -0.3 < _tail_change("2048", "1024", prompt=1200, rate=1.0) < 0.0
 
 
-def test_two_prompts_prefilled_in_one_step_make_the_tail_a_budget_that_holds_one_removes() -> None:
-    # Ten 1,200-token prompts a second: a step of a few tens of ms often sees a second prompt
-    # arrive, and a budget of 8,192 prefills both at once, a step twice as long; 2,048 holds one.
-    busy = _tail_change("8192", "2048", prompt=1200, rate=10.0)
-    quiet = _tail_change("8192", "2048", prompt=1200, rate=0.2)
-    assert busy < -0.2
-    assert busy < quiet - 0.15
+def test_prompts_arriving_within_a_step_are_prefilled_together_up_to_the_budget() -> None:
+    # Ten 1,200-token prompts a second: a step of a few tens of ms often sees another prompt
+    # arrive, and vLLM fills the step's budget with it. 8,192 prefills both whole (2,400
+    # tokens); 2,048 one whole and 848 tokens of the next, so it barely shortens the tail;
+    # 1,024 splits every prompt, and no step carries more than 1,024 tokens.
+    to_2048 = _tail_change("8192", "2048", prompt=1200, rate=10.0)
+    to_1024 = _tail_change("8192", "1024", prompt=1200, rate=10.0)
+    quiet = _tail_change("8192", "1024", prompt=1200, rate=0.2)
+    assert to_1024 < -0.2
+    assert to_1024 < quiet - 0.15
+    assert -0.15 < to_2048 < 0.0
+
+
+def test_a_budget_caps_the_steps_where_three_or_more_prompts_arrive_together() -> None:
+    # Forty 1,000-token prompts a second: more than one other prompt often arrives within a
+    # step, and 8,192 prefills three or more at once; 2,048 holds two at most.
+    assert _tail_change("8192", "2048", prompt=1000, rate=40.0) < -0.3
 
 
 def test_a_negative_arrival_rate_from_a_hostile_source_gets_no_forecast_and_no_failure() -> None:
