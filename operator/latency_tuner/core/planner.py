@@ -326,10 +326,11 @@ def refine(
     ``REFINE_CEILING`` of its target and the sum of ratios lower than now by more than the
     trial's verdict could tell from chance (``verdict.chance_change`` of this window, at least
     ``min_improvement``) and more than the model's recorded error on this target; the lowest
-    such sum wins. An expected gain below that is not worth a rollout: the verdict would revert
-    it even if the model were right. Refining stops for good once a refinement was not kept
-    (the model was wrong about this server once, and margin is not worth more rollouts on its
-    word), and does not start while the model's recorded error is beyond ``MODEL_DISTRUST``.
+    such sum wins, each knob's rungs beyond its first weighed too (``_best_rung``). An expected
+    gain below that is not worth a rollout: the verdict would revert it even if the model were
+    right. Refining stops for good once a refinement was not kept (the model was wrong about
+    this server once, and margin is not worth more rollouts on its word), and does not start
+    while the model's recorded error is beyond ``MODEL_DISTRUST``.
     """
     if any(r.refinement and r.verdict is not Verdict.KEEP for r in history):
         return None
