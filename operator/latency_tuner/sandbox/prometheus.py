@@ -124,12 +124,14 @@ class PrometheusRunner:
 
     def restart(self, why: str) -> None:
         """Stop the server (SIGKILL when it does not end) and start it again on the same port
-        and TSDB, as a kubelet restarts a container whose liveness probe fails."""
-        self.restarts += 1
+        and TSDB, as a kubelet restarts a container whose liveness probe fails. Counted in
+        ``restarts`` once the server is ready again (an attempt that fails raises, uncounted;
+        the log keeps every attempt)."""
         with self.log_path.open("a") as log:
             log.write(f"--- sandbox: restarting Prometheus ({why})\n")
         self.stop(keep_data=True)
         self.start()
+        self.restarts += 1
 
     def set_targets(self, targets: Sequence[Target]) -> None:
         groups = [{"targets": [t.address], "labels": dict(t.labels)} for t in targets]
