@@ -40,13 +40,13 @@ Forecasts are relative changes of the means; the trial applies them to the objec
 percentiles, except an ITL objective's, which the model reads as the window does (Prometheus'
 interpolation in vLLM's histogram buckets) from its mixture of decode-only and prefilling
 steps: the prefilling ones by kind, a prompt's full chunks apart from its shorter last one (the
-tail sees the longer step, not their mean), and, where the budget holds two whole prompts, the
-steps that prefill two at once (a second prompt arriving within a step's time: Poisson
-arrivals). There is no forecast (None) where the model does not describe the deployment: an unknown
-model or GPU, a command line vLLM would refuse, a stage the window did not measure, a prefix
-cache whose hit rate nobody has measured yet, or a calibration factor beyond ``TRUSTED_FACTOR``
-(the model off by more than that on this deployment: its knob effects are not to be trusted
-either). Pure: no I/O, no clock.
+tail sees the longer step, not their mean), and, where the budget has room beside a whole
+prompt, the steps that also prefill the prompts that arrived within a step's time (Poisson
+arrivals), up to the budget. There is no forecast (None) where the model does not describe the
+deployment: an unknown model or GPU, a command line vLLM would refuse, a stage the window did
+not measure, a prefix cache whose hit rate nobody has measured yet, or a calibration factor
+beyond ``TRUSTED_FACTOR`` (the model off by more than that on this deployment: its knob effects
+are not to be trusted either). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ class _Stages:
     full_decode_share: float
     slots: float  # requests that can run at once
     # The mixed steps' ITL by kind, with each kind's share of the mixed steps: a prompt's full
-    # chunks, its last (shorter) chunk, and steps carrying two prompts' prefills at once.
+    # chunks, its last (shorter) chunk, and steps carrying several prompts' prefills at once.
     mixed_parts: tuple[tuple[float, float], ...] = ()
 
     def itl_at(self, percentile: int) -> float:
@@ -456,10 +456,10 @@ def _crowded_steps(
     if steps != 1 or room <= 0:
         return []
 
-    def fits(room: int) -> int:  # the next prompt's tokens in this step
+    def fits(left: int) -> int:  # the next prompt's tokens in this step
         if config.chunked_prefill:
-            return min(uncached, room)
-        return uncached if uncached <= room else 0
+            return min(uncached, left)
+        return uncached if uncached <= left else 0
 
     lam = max(arrivals, 0.0)  # a rate below zero (a hostile source's series): no second prompt
     chunks = [(uncached, cached)]

@@ -348,18 +348,18 @@ def refine(
     if forecasts is None:
         return None
 
-    def ruled_out(candidate: Candidate) -> bool:
+    def is_open(candidate: Candidate) -> bool:
         why = _ruled_out(
             candidate, history, incompatible, observation.load, load_tolerance, lambda *_: False
         )
-        return why is not None
+        return why is None
 
     best: tuple[float, Candidate] | None = None
     for candidate in ranking.candidates:
         # Safe knobs only, which never change the GPU count.
         if candidate.knob_class is not KnobClass.SAFE:
             continue
-        found = _best_rung(_rungs(candidate, ruled_out), forecasts, total * gain)
+        found = _best_rung(_rungs(candidate, is_open), forecasts, total * gain)
         if found is None or found[0] > total * (1 - gain):
             continue
         if best is None or found[0] < best[0]:
@@ -408,16 +408,17 @@ def _best_rung(
     return mine[0], replace(chosen, why=f"{first.why}; {past}")
 
 
-def _rungs(candidate: Candidate, ruled_out: Callable[[Candidate], bool]) -> list[Candidate]:
+def _rungs(candidate: Candidate, is_open: Callable[[Candidate], bool]) -> list[Candidate]:
     """The candidate and its knob's rungs beyond it the same way (``Candidate.farther``),
-    nearest first, up to the first that history rules out: each a move of its own for the
-    model to weigh (2048 -> 1024 may barely shorten the longest step where 512 halves it)."""
+    nearest first, up to the first that history rules out (``is_open`` false): each a move of
+    its own for the model to weigh (2048 -> 1024 may barely shorten the longest step where 512
+    halves it)."""
     rungs = []
     for rung in (
         candidate,
         *(replace(candidate, to_value=v, farther=()) for v in candidate.farther),
     ):
-        if ruled_out(rung):
+        if not is_open(rung):
             break
         rungs.append(rung)
     return rungs
@@ -594,11 +595,8 @@ def _farther(
     first = forecasts.violation(candidate)
     if first <= 0 or math.isinf(first):
         return candidate
-    rungs = [replace(candidate, to_value=value, farther=()) for value in candidate.farther]
     best, least = candidate, first
-    for rung in rungs:
-        if not open_rung(rung):
-            break
+    for rung in _rungs(candidate, open_rung)[1:]:
         if most_gpus is not None and (forecasts.gpus(rung) or 0) > most_gpus:
             break  # past the fewest GPUs the model expects the targets met on
         violation = forecasts.violation(rung)

@@ -155,8 +155,10 @@ def test_before_the_model_has_a_record_on_the_target_nothing_is_unreachable() ->
 
 
 def test_a_tail_the_models_steps_do_not_make_is_never_called_unreachable() -> None:
-    # ITL p99 at 1.5 s where the model's longest step (two prompts prefilled at once) is
-    # ~0.3 s: something it does not describe (preemptions, a noisy neighbour) sets the tail.
+    # ITL p99 at 1.5 s where the model's longest steps are under 0.9 s (without chunking the
+    # budget is max-model-len, and up to five 6,000-token prompts that arrive together share a
+    # step, the longest in 0.07% of prefilling steps): something it does not describe
+    # (preemptions, a noisy neighbour) sets the tail.
     odd = prefill_stalls(itl={50: 0.008, 90: 0.012, 99: 1.5})
     outcome = _plan(objectives(itl="30ms", percentile=99), window=odd)
     assert not (isinstance(outcome, Exhausted) and outcome.unreachable)
