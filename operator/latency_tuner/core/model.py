@@ -52,6 +52,7 @@ are not to be trusted either). Pure: no I/O, no clock.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 
 from latency_tuner.core.config_view import parse_int
@@ -89,6 +90,11 @@ MAX_PREFILL_STEPS = 256  # prefill chunks timed one by one; longer prompts are s
 # none whose kind is less likely than CROWDED_TAIL (of the prefilling steps).
 MAX_CROWDED_PROMPTS = 16
 CROWDED_TAIL = 1e-4
+# The model's step times are known up to a common factor (calibration pins the mean ITL, not
+# where vLLM's bucket edges fall among the steps): a quantile's forecast is the mean of its
+# ratios with every step time scaled by each of these, so a step of 24.9 ms against 25.3 ms
+# does not flip the reading from one bucket to the next.
+EDGE_SCALES = tuple(math.exp(x / 20) for x in range(-3, 4))  # about 0.86 .. 1.16
 # Requests timed per decode step at most: a command line or a gauge can claim any number, and a
 # forecast must stay cheap on the operator's loop whatever a tenant writes.
 MAX_BATCH = 4096
@@ -150,18 +156,23 @@ class _Stages:
     # chunks, its last (shorter) chunk, and steps carrying several prompts' prefills at once.
     mixed_parts: tuple[tuple[float, float], ...] = ()
 
-    def itl_at(self, percentile: int) -> float:
+    def itl_at(self, percentile: int, scale: float = 1.0) -> float:
         """The ITL quantile as a window reads it: ``histogram_quantile`` over vLLM's ITL buckets
         of the tokens of steps that only decode and of steps that also prefill, each at its
-        step's time. Prometheus interpolates within a bucket, so while both configurations'
-        tokens stay in the same buckets the reading follows their shares there, not their
-        times: 16 ms and 11 ms prefill steps read alike in the 10-25 ms bucket."""
+        step's time (times ``scale``). Prometheus interpolates within a bucket, so while both
+        configurations' tokens stay in the same buckets the reading follows their shares
+        there, not their times: 16 ms and 11 ms prefill steps read alike in the 10-25 ms
+        bucket."""
         parts = self.mixed_parts or ((self.mixed_itl, 1.0),)
-        mixed = [(t, self.mixed_share * w) for t, w in parts]
-        tokens = [(self.decode_itl, 1.0 - self.mixed_share), *mixed]
+        mixed = [(t * scale, self.mixed_share * w) for t, w in parts]
+        tokens = [(self.decode_itl * scale, 1.0 - self.mixed_share), *mixed]
         counts = [(le, sum(share for t, share in tokens if t <= le)) for le in ITL_BUCKETS]
         reading = histogram_quantile(percentile / 100.0, [*counts, (math.inf, 1.0)])
-        return reading if reading is not None and math.isfinite(reading) else self.mixed_itl
+        return reading if reading is not None and math.isfinite(reading) else self.mixed_itl * scale
+
+    def itl_readings(self, percentile: int) -> tuple[float, ...]:
+        """``itl_at`` with the step times scaled by each of ``EDGE_SCALES``."""
+        return tuple(self.itl_at(percentile, u) for u in EDGE_SCALES)
 
 
 @dataclass(frozen=True)
@@ -184,6 +195,9 @@ class Calibration:
     itl_percentile: int | None = None
     itl_quantile: float | None = None
     itl_quantile_factor: float = 1.0
+    # The model's reading of that quantile on the running configuration at each of
+    # ``EDGE_SCALES`` (empty: no ITL objective or quantile).
+    itl_readings: tuple[float, ...] = ()
     # The window's requests waiting for a slot are held in flight (a queue that did not grow,
     # ``MIN_WAITING`` or more a replica), and the time a request holds a slot.
     held: bool = False
@@ -273,6 +287,11 @@ def calibrate(
         itl_percentile=itl_percentile if quantile else None,
         itl_quantile=quantile or None,
         itl_quantile_factor=quantile / modelled_quantile if quantile and modelled_quantile else 1.0,
+        itl_readings=(
+            calibrated.itl_readings(itl_percentile)
+            if quantile and itl_percentile is not None
+            else ()
+        ),
         held=held,
         slot_time=_slot_time(calibrated, load),
     )
@@ -332,9 +351,14 @@ def forecast(
     server = _bottleneck(stages, load)
     busy = calibration.queue_load * server.utilisation
     wait = max(_wait(busy, server, load.window), _held_wait(calibration, stages))
-    if calibration.itl_percentile is not None and calibration.itl_quantile is not None:
-        quantile = stages.itl_at(calibration.itl_percentile) * calibration.itl_quantile_factor
-        itl = _change(quantile, calibration.itl_quantile)
+    percentile, readings = calibration.itl_percentile, calibration.itl_readings
+    known = len(readings) == len(EDGE_SCALES) and all(r > 0 for r in readings)
+    if percentile is not None and calibration.itl_quantile is not None and known:
+        # The candidate's reading over the running one's, averaged over where the bucket
+        # edges may fall among the steps (``EDGE_SCALES``).
+        after = stages.itl_readings(percentile)
+        ratio = statistics.fmean(a / b for a, b in zip(after, readings, strict=True))
+        itl: float | None = max(ratio - 1.0, -1.0)
     else:
         itl = _change(stages.itl, calibration.itl)
     if hit is None:
@@ -386,7 +410,10 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     per_step = cost.tokens_per_decode_step_expected()
     cached = int(load.prompt * min(max(hit, 0.0), 1.0))
     uncached = max(int(load.prompt) - cached, 1)
-    chunk = min(config.max_num_batched_tokens, uncached) if config.chunked_prefill else uncached
+    # vLLM schedules the running requests' decode tokens first: a prefill gets what they leave
+    # of the budget.
+    budget = max(config.max_num_batched_tokens - (n - 1) * (1 + draft), 1)
+    chunk = min(budget, uncached) if config.chunked_prefill else uncached
     steps = math.ceil(uncached / max(chunk, 1))
     timed = min(steps, MAX_PREFILL_STEPS)
     prefill = work = 0.0
@@ -402,10 +429,16 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
         past += size
     scale = steps / timed
     # Prefill chunks ride in the steps of the decoding requests: per second ``chunks`` steps
-    # also prefill a chunk (each as long as the prefill's mean step) and the rest only decode.
-    # A token's time is that of the step it came in: the mixture of the two.
-    mixed_step = prefill / timed
-    chunks = load.rate * steps
+    # also prefill and the rest only decode. A token's time is that of the step it came in:
+    # the mixture of the two. A crowded step prefills several prompts' tokens at once, so the
+    # prompt tokens arriving per second fill fewer, longer steps than one per chunk: counted
+    # by the tokens and the time of the mean prefilling step.
+    solo_step = prefill / timed
+    crowded = _crowded_steps(cost, others, budget, (uncached, cached), steps, load.rate * solo_step)
+    alone = 1.0 - sum(p for _, p, _ in crowded)
+    together = alone + sum(p * tokens for _, p, tokens in crowded) / uncached
+    mixed_step = alone * solo_step + sum(p * t for t, p, _ in crowded)
+    chunks = load.rate * steps / max(together, 1.0)
     pure = max(1.0 - chunks * mixed_step, 0.0) / step
     mixed_share = min(chunks / (chunks + pure), MAX_PREFILL_SHARE) if chunks + pure > 0 else 0.0
     decode_itl, mixed_itl = step / per_step, max(mixed_step, step) / per_step
@@ -417,11 +450,9 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     kinds = [(sum(whole) / len(whole), float(len(whole)))]
     if uneven:
         kinds.append((times[-1], 1.0))
-    crowded = _crowded_steps(cost, others, uncached, cached, steps, load.rate * mixed_step)
-    alone = 1.0 - sum(p for _, p in crowded)
     total = sum(w for _, w in kinds)
     parts = [(max(t, step) / per_step, w / total * alone) for t, w in kinds]
-    parts += [(max(t, step) / per_step, p) for t, p in crowded if p > 0]
+    parts += [(max(t, step) / per_step, p) for t, p, _ in crowded if p > 0]
     return _Stages(
         itl=(1.0 - mixed_share) * decode_itl + mixed_share * mixed_itl,
         decode_itl=decode_itl,
@@ -439,20 +470,22 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
 def _crowded_steps(
     cost: CostModel,
     others: list[int],
-    uncached: int,
-    cached: int,
+    budget: int,
+    prompt: tuple[int, int],
     steps: int,
     arrivals: float,
-) -> list[tuple[float, float]]:
-    """Steps that prefill more than one prompt, as (step time, share of the prefilling steps).
+) -> list[tuple[float, float, int]]:
+    """Steps that prefill more than one prompt, as (step time, share of the prefilling steps,
+    prompt tokens the step prefills).
 
     vLLM fills a step's token budget with the prompts waiting: beside a prompt that fits in one
     chunk, the ``k`` others that arrived within the step's time (Poisson, ``arrivals`` expected)
     are prefilled whole while they fit, and with chunked prefill the next one's first chunk takes
-    what is left (1,200 + 848 tokens at 2048). The last kind the budget holds takes the rest of
-    the tail; kinds less likely than ``CROWDED_TAIL`` are not timed."""
+    what is left (at 2,048 beside 1,200 tokens, 848 less the decodes). The last kind the budget
+    holds takes the rest of the tail; kinds less likely than ``CROWDED_TAIL`` are not timed."""
     config = cost.config
-    room = config.max_num_batched_tokens - uncached
+    uncached, cached = prompt  # tokens to prefill, tokens the prefix cache holds
+    room = budget - uncached
     if steps != 1 or room <= 0:
         return []
 
@@ -463,7 +496,7 @@ def _crowded_steps(
 
     lam = max(arrivals, 0.0)  # a rate below zero (a hostile source's series): no second prompt
     chunks = [(uncached, cached)]
-    found: list[tuple[float, float]] = []
+    found: list[tuple[float, float, int]] = []
     beyond = 1.0 - math.exp(-lam)  # P(at least k others), from k = 1
     pmf = math.exp(-lam)
     size = fits(room)
@@ -476,7 +509,7 @@ def _crowded_steps(
         pmf *= lam / k  # P(exactly k others)
         last = size <= 0 or k == MAX_CROWDED_PROMPTS  # more wait for the next step
         t = cost.step_time(decode_contexts=others, prefill_chunks=chunks)
-        found.append((t, beyond if last else pmf))
+        found.append((t, beyond if last else pmf, sum(tokens for tokens, _ in chunks)))
         beyond -= pmf
     return found
 

@@ -4,6 +4,7 @@ roofline knows of the change; where it cannot say, it says nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.model import MAX_BATCH
 from latency_tuner.core.observation import Observation
 from latency_tuner.perf.config import EngineConfig
+from latency_tuner.perf.cost import CostModel
 from latency_tuner.vllm.args import VllmCommandLine
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
@@ -222,12 +224,15 @@ def _tail_change(
     running: int = 16,
     at: int = 99,
     over_mean: float = 3.0,
+    slow_itl: float = 1.0,
 ) -> float:
     """The forecast change of the ITL percentile ``at`` from one batch budget to another, on a
-    window that read it at ``over_mean`` times its mean ITL."""
+    window that read it at ``over_mean`` times its mean ITL, and that mean ``slow_itl`` times
+    the decode steps' time (prefills stalling them)."""
     cl = command_line("--max-num-batched-tokens", budget)
     current, candidate = engine(cl), engine(cl.with_value("max-num-batched-tokens", to))
     window = window_of(current, prompt=prompt, request_rate=rate, running=running)
+    window = window.model_copy(update={"itl_mean": slow_itl * (window.itl_mean or 0)})
     window = window.model_copy(update={"itl": {at: over_mean * (window.itl_mean or 0)}})
     calibration = model.calibrate(window, current, itl_percentile=at)
     assert calibration is not None
@@ -405,10 +410,42 @@ def test_ttft_beyond_the_queue_and_prefill_stays_overhead_when_nothing_waits() -
 def test_a_tail_percentile_sees_a_prompts_full_chunks_not_their_mean_with_a_short_last_one() -> (
     None
 ):
-    # 1,200-token prompts once a second: at 1,024 a prompt takes a 1,024-token step and a
-    # 176-token one. The p99 token comes from the longer step, about 15% shorter than the
-    # 1,200-token one, not from their mean (half of it).
-    assert -0.3 < _tail_change("2048", "1024", prompt=1200, rate=1.0) < 0.0
+    # 6,000-token prompts twice a second at a budget of 4,096 (less the 15 others' decodes): a
+    # prompt takes a full step (92 ms) and a shorter one (52 ms). The p99 token comes from the
+    # longer step and reads in vLLM's 75-100 ms ITL bucket; the two steps' mean, below 75 ms.
+    running = engine(command_line("--max-num-batched-tokens", "4096"))
+    calibration = model.calibrate(
+        window_of(running, prompt=6000, request_rate=2.0, running=16), running, itl_percentile=99
+    )
+    assert calibration is not None
+    load = calibration.load
+    stages = model._stages(CostModel(running), load, load.batch, 0.0)
+    (full, full_share), (last, last_share) = stages.mixed_parts
+    assert full > 0.075 > last
+    assert full_share == last_share == 0.5
+    assert 0.075 < stages.itl_at(99) <= 0.1
+    assert dataclasses.replace(stages, mixed_parts=()).itl_at(99) < 0.075
+
+
+def test_a_prefill_chunk_gets_what_the_running_decodes_leave_of_the_budget() -> None:
+    # 1,000-token prompts at a budget of 1,024: vLLM schedules the running requests' decode
+    # tokens first, so beside 63 others a prompt takes a 961-token step and a 39-token one;
+    # beside 7 it fits in one step.
+    cl = command_line("--max-num-batched-tokens", "1024")
+    running = engine(cl)
+
+    def steps_beside(others: int) -> tuple[tuple[float, float], ...]:
+        window = window_of(running, prompt=1000, request_rate=2.0, running=others + 1)
+        calibration = model.calibrate(window, running)
+        assert calibration is not None
+        load = calibration.load
+        return model._stages(CostModel(running), load, load.batch, 0.0).mixed_parts
+
+    (full, full_share), (last, last_share) = steps_beside(63)
+    assert full_share == last_share == 0.5
+    assert last < full / 2  # 39 prompt tokens beside the decodes
+    alone, *_ = steps_beside(7)
+    assert alone[1] > 0.9  # one step a prompt, now and then beside a chunk of another
 
 
 def test_prompts_arriving_within_a_step_are_prefilled_together_up_to_the_budget() -> None:
@@ -426,8 +463,18 @@ def test_prompts_arriving_within_a_step_are_prefilled_together_up_to_the_budget(
 
 def test_a_budget_caps_the_steps_where_three_or_more_prompts_arrive_together() -> None:
     # Forty 1,000-token prompts a second: more than one other prompt often arrives within a
-    # step, and 8,192 prefills three or more at once; 2,048 holds two at most.
-    assert _tail_change("8192", "2048", prompt=1000, rate=40.0) < -0.3
+    # step, and 8,192 prefills three or more at once; 2,048 holds two at most. So many prefills
+    # stall most decode steps: the window's mean ITL is three times a decode step's.
+    assert _tail_change("8192", "2048", prompt=1000, rate=40.0, slow_itl=3.0) < -0.3
+
+
+def test_a_budget_that_holds_one_short_prompt_a_step_stalls_more_steps_not_fewer() -> None:
+    # Nineteen 600-token prompts a second: 8,192 often prefills two or three in one step, 1,024
+    # one a step. The same prompt tokens then stall more (shorter) steps, so the ITL p90, read
+    # from the share of stalled tokens, does not fall (counting one prefilling step per prompt
+    # whatever the budget read it 1-2% lower).
+    assert _tail_change("8192", "1024", prompt=600, rate=18.7, at=90, running=16) > 0.0
+    assert _tail_change("8192", "1024", prompt=600, rate=18.7, at=90, running=64) > 0.0
 
 
 def test_a_negative_arrival_rate_from_a_hostile_source_gets_no_forecast_and_no_failure() -> None:
