@@ -115,6 +115,9 @@ STEP_BACK_SCORE = 0.5
 # Once the targets are met, a change is tried for margin only with every objective expected at
 # most this share of its target (a margin that a window's noise cannot turn into a miss).
 REFINE_CEILING = 0.9
+# Forecast violations closer than this share of the window's violation rank alike (the
+# ranking's order decides): a histogram quantile's interpolation alone moves that much.
+MODEL_TIE = 0.02
 # The model's own record on this target: the median absolute error of its latest forecasts
 # (aimed latencies, measured) once there are two. Beyond MODEL_DISTRUST (twice its median
 # error on the harder suite) the planner stops acting on it (priors order, no step back, no
@@ -272,7 +275,9 @@ def plan(
     if forecasts is not None:
         # Within the order of kinds, by the score the model expects (stable: ties keep the
         # ranking's order).
-        open_.sort(key=lambda c: (c.sort_key()[:2], forecasts.violation(c)))
+        tier = _tiers([forecasts.violation(c) for c in open_], now * MODEL_TIE)
+        order = {id(c): t for c, t in zip(open_, tier, strict=True)}
+        open_.sort(key=lambda c: (c.sort_key()[:2], order[id(c)]))
         way = _cheapest_way(open_, forecasts, observation, diagnosis)
         # The way the model expects the targets met at the least cost first: no cheaper kind
         # is worth a rollout where it expects none of them to come near.
@@ -632,6 +637,18 @@ def _rank(
         observation=observation,
     )  # fmt: skip
     return ranking, cv
+
+
+def _tiers(values: Sequence[float], tolerance: float) -> list[int]:
+    """Each value's tier: values sorted, and a new tier wherever one is more than
+    ``tolerance`` above the first of the current tier (infinite ones share the last)."""
+    tiers = [0] * len(values)
+    tier, first = -1, -math.inf
+    for i in sorted(range(len(values)), key=values.__getitem__):
+        if values[i] > first + tolerance or (math.isinf(values[i]) and not math.isinf(first)):
+            tier, first = tier + 1, values[i]
+        tiers[i] = tier
+    return tiers
 
 
 def _violation(diagnosis: Diagnosis) -> float:

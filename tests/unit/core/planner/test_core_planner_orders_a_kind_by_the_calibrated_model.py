@@ -15,7 +15,7 @@ from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.planner import TrialRecord, model_error, plan
+from latency_tuner.core.planner import TrialRecord, _tiers, model_error, plan
 
 CL = command_line("--max-num-batched-tokens", "2048")
 SPEC = knobs(
@@ -65,6 +65,26 @@ def test_without_a_model_of_the_gpu_the_priors_order_stands() -> None:
     change = plan(d, window, CL, SPEC, unknown)
     assert isinstance(change, Change)
     assert int(change.to_value or 0) < 2048
+
+
+def test_forecasts_closer_than_a_quantiles_interpolation_leave_the_priors_order() -> None:
+    """At two 4,000-token prompts a second the model puts the ITL p90 token among the steps
+    that only decode for every budget: 2,048 and 16,384 move its reading by a tenth of a
+    percent of the violation, from interpolating within one bucket. That says nothing, so
+    the priors' smaller chunks go first."""
+    window = interference()
+    spec = knobs(max_num_batched_tokens={"min": 512, "max": 16384})
+    d = diagnose(window, objectives(itl="50ms"), command_line(), H100, spec)
+    change = plan(d, window, command_line(), spec, H100)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "2048")
+
+
+def test_forecast_violations_rank_in_tiers_as_wide_as_the_tolerance() -> None:
+    values = [0.8009, 0.8, math.inf, 0.5, 0.85, math.inf, 0.82]
+    # 0.5 alone; 0.8-0.82 within 0.02 of 0.8; 0.85 beyond it; the infinite ones last.
+    assert _tiers(values, 0.02) == [1, 1, 3, 0, 2, 3, 1]
+    assert _tiers(values, 0.0) == [2, 1, 5, 0, 4, 5, 3]
 
 
 def _erred(*errors: float) -> list[TrialRecord]:
