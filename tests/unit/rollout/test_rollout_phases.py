@@ -394,6 +394,27 @@ def test_a_near_miss_with_nothing_left_is_measured_once_more_before_giving_up() 
     assert run.status.near_miss_at is None
 
 
+def _nothing_left_on(near: Observation) -> Run:
+    """A run with no knob left to try, past its first whole window of ``near``."""
+    off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
+    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    run.step(facts(BEFORE, windows=Windows(current=near)))
+    run.later(SETTLE + WINDOW).step(facts(BEFORE, windows=Windows(current=near)))
+    return run
+
+
+def test_a_miss_within_what_a_small_windows_sampling_shows_is_measured_once_more() -> None:
+    # TTFT p90 0.65 s against 0.5 s (30% over) on 110 requests spread wide (p50 0.2 s, p95
+    # 2 s): two standard errors of that p90 are 46% of the target.
+    spread = {50: 0.2, 90: 0.65, 95: 2.0, 99: 3.0}
+    run = _nothing_left_on(window(BEFORE, ttft=spread, requests=110))
+    assert run.phase() is Phase.OBSERVING
+    assert run.condition("Progressing")[:2] == ("False", "NearMiss")
+    # The same miss on 12,000 requests is no accident of sampling.
+    run = _nothing_left_on(window(BEFORE, ttft=spread, requests=12000))
+    assert run.phase() is Phase.EXHAUSTED
+
+
 def test_a_clear_miss_with_nothing_left_gives_up_at_once() -> None:
     off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
     run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))

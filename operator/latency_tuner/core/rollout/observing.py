@@ -39,9 +39,12 @@ from latency_tuner.core.rollout.values import (
     target_container,
 )
 from latency_tuner.core.score import Score, score
+from latency_tuner.core.verdict import chance_miss
 from latency_tuner.vllm.defaults import config_hash
 
-NEAR_MISS = 0.1  # violation score of a miss small enough to measure again before giving up
+# A miss small enough to measure again before giving up: a violation score at most this, or
+# at most what the window's sampling alone would show (``verdict.chance_miss``).
+NEAR_MISS = 0.1
 
 
 def observing(r: Round, facts: Ready) -> Decision:
@@ -149,7 +152,7 @@ def _next_change(
             proposal.advice,
         )
     if isinstance(proposal, Exhausted):
-        near = result.value is not None and result.value <= NEAR_MISS
+        near = result.value is not None and result.value <= max(NEAR_MISS, chance_miss(result, obs))
         if near and not recommend_only and r.status.near_miss_at is None:
             # Within the measurement noise of the targets: one window is not enough to give up.
             r.update(near_miss_at=r.stamp, stable_since=r.stamp)

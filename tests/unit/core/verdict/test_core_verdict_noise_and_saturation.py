@@ -15,11 +15,14 @@ from tests.unit.core.builders import healthy, objectives
 from latency_tuner.api.spec import Objectives
 from latency_tuner.core.noise import count_tolerance, mean_tolerance
 from latency_tuner.core.observation import LoadFingerprint, NoData, Observation, ObservationResult
+from latency_tuner.core.score import score
 from latency_tuner.core.verdict import (
     BOTH_SATURATED,
+    MAX_REQUIRED,
     STEP_ON_SATURATED,
     Judgement,
     Outcome,
+    chance_miss,
     judge_trial,
 )
 
@@ -280,3 +283,17 @@ def test_the_usual_price_of_a_trade_off_on_an_unnamed_latency_does_not_block_a_k
         ttft={50: 0.15, 90: 0.35, 95: 0.4, 99: 0.45}, itl={50: 0.03, 90: 0.04, 95: 0.045, 99: 0.048}
     )
     assert judge(before, after, goals).outcome is Outcome.KEEP
+
+
+def test_the_miss_sampling_alone_can_show_shrinks_with_the_square_root_of_the_requests() -> None:
+    # TTFT p90 0.6 s against 0.5 s, its neighbours p50 0.4 s and p95 1.1 s.
+    few, many = sparse(0.6, requests=40), sparse(0.6, requests=4000)
+    by_few, by_many = chance_miss(score(few, TTFT), few), chance_miss(score(many, TTFT), many)
+    assert by_many == pytest.approx(by_few / 10)
+    assert 0.0 < by_many < 0.2 < by_few
+    # Met targets leave nothing to explain; a spread as wide as a hostile series likes buys at
+    # most MAX_REQUIRED.
+    met = sparse(0.45)
+    assert chance_miss(score(met, TTFT), met) == 0.0
+    wild = sparse(0.6, ttft={50: 0.001, 90: 0.6, 95: 1e6})
+    assert chance_miss(score(wild, TTFT), wild) == MAX_REQUIRED
