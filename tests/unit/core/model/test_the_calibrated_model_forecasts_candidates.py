@@ -5,6 +5,7 @@ roofline knows of the change; where it cannot say, it says nothing."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import pytest
@@ -475,6 +476,27 @@ def test_a_budget_that_holds_one_short_prompt_a_step_stalls_more_steps_not_fewer
     # whatever the budget read it 1-2% lower).
     assert _tail_change("8192", "1024", prompt=600, rate=18.7, at=90, running=16) > 0.0
     assert _tail_change("8192", "1024", prompt=600, rate=18.7, at=90, running=64) > 0.0
+
+
+def test_a_window_a_little_slower_moves_the_tail_forecast_a_little() -> None:
+    # 1,500-token prompts, 2048 -> 1024: the full chunks' steps sit near vLLM's 25 ms bucket
+    # edge. Windows 1% apart in step time must not flip the forecast between "nothing" and
+    # "half" as a step crossing the edge at one point would (the model knows its step times
+    # up to a common factor, not where the edges fall among them).
+    cl = command_line("--max-num-batched-tokens", "2048")
+    current, candidate = engine(cl), engine(cl.with_value("max-num-batched-tokens", "1024"))
+    changes = []
+    for slow in (0.9 + i / 100 for i in range(21)):
+        window = window_of(current, prompt=1500, request_rate=6.0, running=10, slow=slow)
+        window = window.model_copy(update={"itl": {99: 3.0 * (window.itl_mean or 0)}})
+        calibration = model.calibrate(window, current, itl_percentile=99)
+        assert calibration is not None
+        forecast = model.forecast(calibration, current, candidate)
+        assert forecast is not None
+        assert forecast.itl is not None
+        changes.append(forecast.itl)
+    assert max(abs(b - a) for a, b in itertools.pairwise(changes)) < 0.1
+    assert all(-0.6 < c < -0.2 for c in changes)
 
 
 def test_a_negative_arrival_rate_from_a_hostile_source_gets_no_forecast_and_no_failure() -> None:
