@@ -42,7 +42,11 @@ interpolation in vLLM's histogram buckets) from its mixture of decode-only and p
 steps: the prefilling ones by kind, a prompt's full chunks apart from its shorter last one (the
 tail sees the longer step, not their mean), and, where the budget has room beside a whole
 prompt, the steps that also prefill the prompts that arrived within a step's time (Poisson
-arrivals), up to the budget. There is no forecast (None) where the model does not describe the
+arrivals), up to the budget (which the running decodes take their share of first; the prompt
+tokens arriving fill as many prefilling steps as those steps hold). The step times are known
+up to a common factor, so that quantile's change is the mean over ``EDGE_SCALES`` of the
+candidate's reading over the running one's: a step just over a bucket edge does not flip the
+forecast. There is no forecast (None) where the model does not describe the
 deployment: an unknown model or GPU, a command line vLLM would refuse, a stage the window did
 not measure, a prefix cache whose hit rate nobody has measured yet, or a calibration factor
 beyond ``TRUSTED_FACTOR`` (the model off by more than that on this deployment: its knob effects
