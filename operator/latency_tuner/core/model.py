@@ -194,18 +194,23 @@ class Calibration:
     queue: float  # measured mean queue time
     prefill: float  # measured mean prefill time
     itl: float  # measured mean time per output token
-    # The ITL objective's percentile and the window's ITL there over the model's (None: no
-    # ITL objective, or the window has no such quantile; forecasts then move the mean).
+    # The ITL objective's percentile and the window's ITL there (None: no ITL objective, or
+    # the window has no such quantile; forecasts then move the mean), and the model's reading
+    # of it on the running configuration at each of ``EDGE_SCALES`` (empty: no quantile).
     itl_percentile: int | None = None
     itl_quantile: float | None = None
-    itl_quantile_factor: float = 1.0
-    # The model's reading of that quantile on the running configuration at each of
-    # ``EDGE_SCALES`` (empty: no ITL objective or quantile).
     itl_readings: tuple[float, ...] = ()
     # The window's requests waiting for a slot are held in flight (a queue that did not grow,
     # ``MIN_WAITING`` or more a replica), and the time a request holds a slot.
     held: bool = False
     slot_time: float = 0.0
+
+    @property
+    def itl_quantile_factor(self) -> float:
+        """The window's ITL quantile over the model's reading of it (1 where either is
+        unknown)."""
+        unscaled = self.itl_readings[EDGE_SCALES.index(1.0)] if self.itl_readings else 0.0
+        return self.itl_quantile / unscaled if self.itl_quantile and unscaled else 1.0
 
     @property
     def trusted(self) -> bool:
@@ -275,7 +280,6 @@ def calibrate(
     nominal = server.utilisation
     utilisation = _utilisation(queue, server)
     quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
-    modelled_quantile = calibrated.itl_at(itl_percentile) if itl_percentile is not None else 0.0
     waiting = load.demand - load.batch
     held = queue > 0 and waiting >= MIN_WAITING and not saturated(o)
     return Calibration(
@@ -290,7 +294,6 @@ def calibrate(
         itl=itl,
         itl_percentile=itl_percentile if quantile else None,
         itl_quantile=quantile or None,
-        itl_quantile_factor=quantile / modelled_quantile if quantile and modelled_quantile else 1.0,
         itl_readings=(
             calibrated.itl_readings(itl_percentile)
             if quantile and itl_percentile is not None

@@ -640,12 +640,12 @@ def _rank(
 
 
 def _tiers(values: Sequence[float], tolerance: float) -> list[int]:
-    """Each value's tier: values sorted, and a new tier wherever one is more than
-    ``tolerance`` above the first of the current tier (infinite ones share the last)."""
+    """Each value's tier: values sorted, and a new tier wherever one is not within
+    ``tolerance`` of the first of the current tier (infinite ones share the last)."""
     tiers = [0] * len(values)
-    tier, first = -1, -math.inf
-    for i in sorted(range(len(values)), key=values.__getitem__):
-        if values[i] > first + tolerance or (math.isinf(values[i]) and not math.isinf(first)):
+    tier, first = -1, 0.0
+    for n, i in enumerate(sorted(range(len(values)), key=values.__getitem__)):
+        if n == 0 or not values[i] <= first + tolerance:
             tier, first = tier + 1, values[i]
         tiers[i] = tier
     return tiers

@@ -432,18 +432,12 @@ def chance_change(now: Score, window: Observation) -> float:
 
 def chance_miss(now: Score, window: Observation) -> float:
     """The violation score (``Score.value``) a window of the size and spread of ``window``
-    would show by sampling alone on a configuration whose steady state just meets: each
-    missed objective's quantile error over its threshold, at ``NOISE_SIGMAS`` and capped at
-    ``MAX_REQUIRED`` (a hostile spread buys at most that). 0 when nothing is missed or the
-    window lacks the quantiles to read its spread from."""
-    variance = 0.0
-    for o in now.objectives:
-        if not o.violation or o.threshold <= 0:
-            continue
-        quantiles: dict[int, float] = getattr(window, o.name)
-        se = quantile_se(quantiles, o.percentile, window.requests)
-        variance += ((se or 0.0) / o.threshold) ** 2
-    return min(NOISE_SIGMAS * math.sqrt(variance), MAX_REQUIRED)
+    would show by sampling alone on a configuration whose steady state just meets: the missed
+    objectives' quantile errors over their thresholds, as ``_sampling_noise`` reads them for
+    one window (its two-window noise over the square root of 2), capped as there (a hostile
+    spread buys at most ``MAX_REQUIRED``). 0 when nothing is missed or the window lacks the
+    quantiles to read its spread from."""
+    return _required(0.0, _sampling_noise(now, now, (window, window), False, 1.0) / math.sqrt(2))
 
 
 def _required(min_improvement: float, noise: float) -> float:

@@ -361,9 +361,14 @@ def test_max_trials_reached_exhausts_the_target() -> None:
     assert reasons(d) == [Reason.EXHAUSTED]
 
 
-def test_a_planner_with_nothing_left_exhausts_the_target_with_advice() -> None:
+def _nothing_left() -> Run:
+    """A run whose spec leaves no knob to try."""
     off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
-    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    return Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+
+
+def test_a_planner_with_nothing_left_exhausts_the_target_with_advice() -> None:
+    run = _nothing_left()
     d = observed_long_enough(run)
     assert run.phase() is Phase.EXHAUSTED
     assert d.apply is None
@@ -375,8 +380,7 @@ def test_a_planner_with_nothing_left_exhausts_the_target_with_advice() -> None:
 
 
 def test_a_near_miss_with_nothing_left_is_measured_once_more_before_giving_up() -> None:
-    off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
-    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    run = _nothing_left()
     # TTFT p90 0.52 s against 0.5 s: 4% over, within what one window's noise can do.
     near = window(BEFORE, ttft={50: 0.4, 90: 0.52, 95: 0.55, 99: 0.6})
     run.step(facts(BEFORE, windows=Windows(current=near)))
@@ -396,8 +400,7 @@ def test_a_near_miss_with_nothing_left_is_measured_once_more_before_giving_up() 
 
 def _nothing_left_on(near: Observation) -> Run:
     """A run with no knob left to try, past its first whole window of ``near``."""
-    off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
-    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    run = _nothing_left()
     run.step(facts(BEFORE, windows=Windows(current=near)))
     run.later(SETTLE + WINDOW).step(facts(BEFORE, windows=Windows(current=near)))
     return run
@@ -416,8 +419,7 @@ def test_a_miss_within_what_a_small_windows_sampling_shows_is_measured_once_more
 
 
 def test_a_clear_miss_with_nothing_left_gives_up_at_once() -> None:
-    off = {"maxNumSeqs": None, "maxNumBatchedTokens": None, "gpuMemoryUtilization": None}
-    run = Run(spec=spec(knobs={**off, "prefixCaching": False, "chunkedPrefill": False}))
+    run = _nothing_left()
     observed_long_enough(run)
     assert run.phase() is Phase.EXHAUSTED
     assert run.status.near_miss_at is None
