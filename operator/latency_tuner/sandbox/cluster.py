@@ -40,9 +40,11 @@ __all__ = ["Sandbox", "SandboxError", "keep_alive"]
 
 # The liveness probe of the sandbox's Prometheus, as a Prometheus pod's would be: a server that
 # stops answering (seen in CI: neither scraping nor answering queries for minutes, while
-# running) is restarted on the same port and TSDB, as a kubelet would restart it.
+# running) or exits is restarted on the same port and TSDB, as a kubelet would restart it. Six
+# failures, as prometheus-operator's pods allow: a server merely slow on a starved machine is
+# left to catch up (a restart replays its whole log, slower still there).
 LIVENESS_PERIOD_SECONDS = 5.0
-LIVENESS_FAILURES = 3
+LIVENESS_FAILURES = 6
 
 Body = dict[str, Any]
 
@@ -153,8 +155,8 @@ class Sandbox:
         runner = prom.PrometheusRunner(
             scrape_interval=self._scrape_interval, log_path=self.workdir / "prometheus.log"
         )
+        self._stack.push_async_callback(asyncio.to_thread, runner.stop)  # also a failed start's
         self.prometheus = await asyncio.to_thread(runner.start)
-        self._stack.push_async_callback(asyncio.to_thread, runner.stop)
         assert self.runner is not None
         pods = self.runner
 
@@ -339,13 +341,14 @@ async def keep_alive(
     period: float = LIVENESS_PERIOD_SECONDS,
     failures: int = LIVENESS_FAILURES,
 ) -> None:
-    """Probe ``runner`` every ``period`` while it runs; restart it after ``failures`` failed
-    probes in a row. Runs until cancelled."""
+    """Probe ``runner`` every ``period`` while it is wanted; restart it after ``failures``
+    failed probes in a row, and again after as many more when a restart does not come up.
+    Runs until cancelled."""
     failed = 0
     while True:
         await asyncio.sleep(period)
-        # Only a server that runs and does not answer: one stopped on purpose stays stopped.
-        why = await asyncio.to_thread(runner.probe, period) if runner.running else None
+        # A server that crashed or does not answer; one stopped on purpose stays stopped.
+        why = await asyncio.to_thread(runner.probe, period) if runner.wanted else None
         failed = 0 if why is None else failed + 1
         if failed >= failures:
             failed = 0

@@ -26,6 +26,10 @@ import httpx
 
 from latency_tuner.api.durations import format_duration
 
+# A restart replays the TSDB's write-ahead log before it answers: on a starved CI machine two
+# minutes of one pod's series took 21 s to replay, past the 20 s a first start gets.
+RESTART_READY_SECONDS = 120.0
+
 
 class PrometheusNotInstalled(RuntimeError):
     """The ``prometheus`` binary is not on PATH."""
@@ -63,13 +67,20 @@ class PrometheusRunner:
         # Outside the TSDB folder when given, so that it outlives ``stop()`` for a post-mortem.
         self.log_path = log_path or self._dir / "prometheus.log"
         self.restarts = 0  # by ``restart``: the sandbox's liveness probe
+        # Started and not stopped on purpose: what the liveness probe keeps running, whether
+        # the process still runs or not (it may have crashed, or a restart may have failed).
+        self.wanted = False
 
     def start(self, timeout: float = 20.0) -> PrometheusRunner:
+        """Start the server and wait until it is ready. When it exits or is not ready within
+        ``timeout``, end it and raise; its folder (TSDB, targets) stays for the next attempt
+        until ``stop()``."""
         exe = binary()
         if exe is None:
             raise PrometheusNotInstalled(
                 "prometheus is not installed: `apt-get install prometheus` (scripts/setup.sh does)"
             )
+        self.wanted = True
         self._dir.mkdir(parents=True, exist_ok=True)
         if not self._targets_file.exists():
             self.set_targets([])
@@ -108,7 +119,7 @@ class PrometheusRunner:
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
-        self.stop()
+        self._end_process()
         raise RuntimeError(f"prometheus did not become ready in {format_duration(timeout)}")
 
     def probe(self, timeout: float = 5.0) -> str | None:
@@ -122,15 +133,15 @@ class PrometheusRunner:
             return f"{type(exc).__name__} {exc}".strip()
         return None if response.status_code == 200 else f"HTTP {response.status_code}"
 
-    def restart(self, why: str) -> None:
+    def restart(self, why: str, timeout: float = RESTART_READY_SECONDS) -> None:
         """Stop the server (SIGKILL when it does not end) and start it again on the same port
         and TSDB, as a kubelet restarts a container whose liveness probe fails. Counted in
-        ``restarts`` once the server is ready again (an attempt that fails raises, uncounted;
-        the log keeps every attempt)."""
+        ``restarts`` once the server is ready again (an attempt that fails raises, uncounted,
+        and leaves the TSDB for the next one; the log keeps every attempt)."""
         with self.log_path.open("a") as log:
             log.write(f"--- sandbox: restarting Prometheus ({why})\n")
         self.stop(keep_data=True)
-        self.start()
+        self.start(timeout)
         self.restarts += 1
 
     def set_targets(self, targets: Sequence[Target]) -> None:
@@ -157,7 +168,14 @@ class PrometheusRunner:
         )
 
     def stop(self, *, keep_data: bool = False) -> None:
-        """End the server; with ``keep_data`` a later ``start()`` resumes on the same TSDB."""
+        """End the server; with ``keep_data`` a later ``start()`` resumes on the same TSDB,
+        without it the server is not wanted any more and its folder is removed."""
+        self._end_process()
+        if not keep_data:
+            self.wanted = False
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _end_process(self) -> None:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             with contextlib.suppress(OSError):  # a stopped (SIGSTOP) process handles TERM
@@ -168,8 +186,6 @@ class PrometheusRunner:
                 self._process.kill()
                 self._process.wait()
         self._process = None
-        if not keep_data:
-            shutil.rmtree(self._dir, ignore_errors=True)
 
     @property
     def running(self) -> bool:
@@ -195,7 +211,11 @@ class PrometheusRunner:
         return f"{restarted}{answered}; targets: {'; '.join(parts) or 'none'}"
 
     def __enter__(self) -> PrometheusRunner:
-        return self.start()
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def __exit__(
         self,

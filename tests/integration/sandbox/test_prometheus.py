@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -77,3 +78,58 @@ async def test_a_prometheus_that_stops_answering_is_restarted_on_its_port_with_i
     assert int(row["value"][1]) >= 1  # a sample from before the stall, kept over the restart
     log = (tmp_path / "p.log").read_text()
     assert "restarting Prometheus (3 liveness probes failed in a row, the last: ReadTimeout" in log
+
+
+async def test_a_prometheus_that_exits_is_restarted_and_a_restart_that_fails_is_tried_again(
+    tmp_path: Path,
+) -> None:
+    # Killed, then its port taken: the first restarts exit at once (address in use). Each
+    # failed attempt leaves the TSDB in place, and once the port is free the next one comes up
+    # with the series scraped before the crash.
+    with prometheus.PrometheusRunner(scrape_interval="1s", log_path=tmp_path / "p.log") as runner:
+        runner.set_targets([prometheus.Target(runner.url.removeprefix("http://"))])
+        await asyncio.to_thread(runner.wait_for_targets, 1)
+        began = time.time()
+        assert runner._process is not None
+        runner._process.kill()
+        runner._process.wait()
+        squatter = socket.socket()
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind(("127.0.0.1", runner.port))
+        squatter.listen()
+        watch = asyncio.create_task(keep_alive(runner, period=0.3, failures=2))
+        try:
+            log = tmp_path / "p.log"
+            await eventually(
+                lambda: asyncio.sleep(0, log.read_text().count("restarting Prometheus") >= 2),
+                within=30,
+            )
+            assert runner.restarts == 0  # none came up while the port was taken
+            squatter.close()
+            await eventually(lambda: asyncio.sleep(0, runner.restarts == 1), within=60)
+        finally:
+            squatter.close()
+            watch.cancel()
+        assert await asyncio.to_thread(runner.probe) is None
+        async with httpx.AsyncClient() as http:
+            body = (
+                await http.get(
+                    f"{runner.url}/api/v1/query",
+                    params={"query": "count_over_time(up[5m])", "time": f"{began:.3f}"},
+                )
+            ).json()
+    [row] = body["data"]["result"]
+    assert int(row["value"][1]) >= 1  # a sample from before the crash, kept over the attempts
+    assert "address already in use" in (tmp_path / "p.log").read_text()
+
+
+async def test_a_prometheus_stopped_on_purpose_is_not_restarted(tmp_path: Path) -> None:
+    runner = prometheus.PrometheusRunner(scrape_interval="1s", log_path=tmp_path / "p.log")
+    runner.start()
+    runner.stop()
+    watch = asyncio.create_task(keep_alive(runner, period=0.1, failures=1))
+    await asyncio.sleep(1.0)
+    watch.cancel()
+    assert not runner.running
+    assert runner.restarts == 0
+    assert "restarting Prometheus" not in (tmp_path / "p.log").read_text()
