@@ -22,7 +22,10 @@ and decode, so doubling a nearly full set of slots empties the queue, as Erlang'
 says and one fast server does not), with the utilisation read from the measured queue time
 rather than from the arrival rate (closed-loop clients keep a server "busy" without a queue);
 a candidate's utilisation scales with its service time at the same arrivals, and at or beyond
-saturation the queue grows over the window.
+saturation the queue grows over the window. A candidate with fewer slots than the running
+configuration is also as busy as the requests the window kept running make its slots (Little's
+law): a window with no queue says nothing of slots it did not lack, and 60 requests in flight
+do not fit 32.
 
 A queue of requests waiting for a slot that does not grow (the window is not saturated) is
 also read as the requests the clients keep in flight: a closed loop holds its requests in the
@@ -357,6 +360,9 @@ def forecast(
         stages = _scaled(_stages(cost, closed, batch, hit or 0.0), itl_factor, prefill_factor)
     server = _bottleneck(stages, load)
     busy = calibration.queue_load * server.utilisation
+    fewer = _fewer_slots(calibration, stages)
+    if fewer is not None and fewer.utilisation > busy:
+        server, busy = fewer, fewer.utilisation
     wait = max(_wait(busy, server, load.window), _held_wait(calibration, stages))
     percentile, readings = calibration.itl_percentile, calibration.itl_readings
     known = len(readings) == len(EDGE_SCALES) and all(r > 0 for r in readings)
@@ -587,6 +593,21 @@ def _held_wait(calibration: Calibration, stages: _Stages) -> float:
     return (
         c.queue * (waiting / (load.demand - load.batch)) * (turnover / (c.slot_time / load.batch))
     )
+
+
+def _fewer_slots(calibration: Calibration, stages: _Stages) -> _Server | None:
+    """The candidate's slots, busy with the requests the window kept running, where it has
+    fewer slots than the running configuration (None otherwise, or where the window's queue
+    was read as clients holding their requests: ``_held_wait`` times that). The requests in
+    flight stay (Little's law: the arrivals times the time each holds a slot), so more of them
+    than slots is a queue that grows, whatever the window's queue time: a window with no
+    queue says nothing of slots it did not lack."""
+    c, load = calibration, calibration.load
+    if c.held or c.slot_time <= 0 or stages.slots >= c.slots:
+        return None
+    slot = _slot_time(stages, load)
+    slots = max(1, round(min(stages.slots, MAX_BATCH)))
+    return _Server(slot, slots, load.batch * (slot / c.slot_time) / slots)
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,22 @@ def test_without_a_queue_more_slots_leave_ttft_about_as_it_was() -> None:
     assert abs(forecast.ttft) < 0.1
 
 
+def test_fewer_slots_than_the_requests_kept_running_queue_though_the_window_did_not() -> None:
+    """60 requests running on 64 slots, none waiting: 32 slots cannot hold them, whatever the
+    window's queue time said of the 64 it did not lack; 24 running fit in 32."""
+    cl = command_line("--max-num-seqs", "64", "--max-model-len", "4096")
+    running, fewer = engine(cl), engine(cl.with_value("max-num-seqs", "32"))
+    for in_flight, full in ((60, True), (24, False)):
+        window = window_of(running, running=in_flight, queue=0.0)
+        calibration = model.calibrate(window, running)
+        assert calibration is not None
+        forecast = model.forecast(calibration, running, fewer)
+        assert forecast is not None
+        assert forecast.ttft is not None
+        assert forecast.saturated is full, in_flight
+        assert (forecast.ttft > 1.0) is full, (in_flight, forecast.ttft)
+
+
 def test_a_single_user_gets_no_queue_from_a_slower_engine() -> None:
     cl = command_line("--tensor-parallel-size", "2")
     running, candidate = engine(cl, 2), engine(cl.with_value("tensor-parallel-size", "1"), 1)
