@@ -61,8 +61,10 @@ some configuration on more GPUs to meet them, a move towards the fewest such GPU
 (a cheaper change judged on GPUs that cannot do is judged again once they change), and a move
 along a ladder does not jump past them. A continuation off that way waits too.
 
-``refine`` is the planner once the targets are met: the one safe change, if any, that the
-model expects to buy a larger margin than a trial could tell from chance (the sum of
+``refine`` is the planner once the targets are met: the one change, if any, of a class the
+deployment already pays for (safe, or lossy while a kept lossy change is in effect) and of any
+stage bounding an objective, that the model expects to buy a larger margin than a trial could
+tell from chance (the sum of
 latency/target ratios lower by more than the window's sampling noise, the spec's
 minImprovement and the model's recorded error; every objective within 90% of its target) at no
 more GPUs; refining ends at the first such trial that is not kept.
@@ -91,7 +93,7 @@ from latency_tuner.core import candidates, model, reach
 from latency_tuner.core.candidates import Candidate
 from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis, margins
-from latency_tuner.core.evidence import Cause, Finding
+from latency_tuner.core.evidence import Bottleneck, Cause, Finding
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
 from latency_tuner.core.observation import LoadFingerprint, Observation
@@ -320,14 +322,16 @@ def refine(
     min_improvement: float = 0.0,
     load_tolerance: float = LOAD_TOLERANCE,
 ) -> Change | None:
-    """With the targets met: the safe change (the GPU count stays) the calibrated model expects
-    to buy a clearly larger margin, or None (stop here).
+    """With the targets met: the change (the GPU count stays) the calibrated model expects to
+    buy a clearly larger margin, or None (stop here).
 
-    Candidates are what each objective's bottleneck would pull (``diagnosis.margins``), safe
-    ones only (a lossy or costly change is never worth it for margin alone), open by the same
-    history rules as ``plan``. One is chosen only when the model forecasts it (a latency the
-    model cannot know for it, such as TTFT with a prefix cache turned on, takes the knob's prior
-    if the candidate aims at it, else stays as it is) with every objective at most
+    Candidates are what any stage on each objective's side would pull (``_every_stage`` of
+    ``diagnosis.margins``), of a class the deployment already pays for (``_margin_classes``:
+    safe, and lossy once a kept lossy change is in effect; a new kind of cost, or more GPUs,
+    is never worth it for margin alone), open by the same history rules as ``plan``. One is
+    chosen only when the model forecasts it (a latency the model cannot know for it, such as
+    TTFT with a prefix cache turned on, takes the knob's prior if the candidate aims at it,
+    else stays as it is) with every objective at most
     ``REFINE_CEILING`` of its target and the sum of ratios lower than now by more than the
     trial's verdict could tell from chance (``verdict.chance_change`` of this window, at least
     ``min_improvement``) and more than the model's recorded error on this target; the lowest
@@ -347,8 +351,8 @@ def refine(
     total = now.tie_break
     if not now.met or total is None or total <= 0:
         return None
-    ranking, cv = _rank(margins(observation, objectives, config, hardware), (), observation,
-                        config, knobs, hardware)  # fmt: skip
+    ranking, cv = _rank(_every_stage(margins(observation, objectives, config, hardware)), (),
+                        observation, config, knobs, hardware)  # fmt: skip
     forecasts = _Forecasts.of(now, observation, config, cv, knobs, hardware)
     if forecasts is None:
         return None
@@ -359,10 +363,10 @@ def refine(
         )
         return why is None
 
+    classes = _margin_classes(history)
     best: tuple[float, Candidate] | None = None
     for candidate in ranking.candidates:
-        # Safe knobs only, which never change the GPU count.
-        if candidate.knob_class is not KnobClass.SAFE:
+        if candidate.knob_class not in classes:
             continue
         found = _best_rung(_rungs(candidate, is_open), forecasts, total * gain)
         if found is None or found[0] > total * (1 - gain):
@@ -386,6 +390,50 @@ def refine(
             f"chance: {change.reason}"
         ),
     )
+
+
+def _every_stage(causes: Sequence[Cause]) -> tuple[Cause, ...]:
+    """Each cause (the stage its window reading names), then the same objective bound by each
+    other stage of its side (TTFT: queueing, long prefill; ITL: decode bandwidth, prefill
+    interference; e2e: all four): with the targets met the calibrated model chooses a
+    refinement on its forecast, and a met objective is seldom bound by one stage alone (FP8 KV
+    halves a long context's decode reads where the window's ITL tail reads as interference).
+    KV pressure only where the diagnosis names it: its knobs (fewer sequences) answer
+    preemptions the window must show, and cost queueing where there are none."""
+    expanded = list(causes)
+    for cause in causes:
+        for stage in Bottleneck:
+            if stage is not cause.bottleneck and _bounds(stage, cause.objective):
+                expanded.append(replace(cause, bottleneck=stage))
+    return tuple(expanded)
+
+
+def _bounds(stage: Bottleneck, objective: ObjectiveName) -> bool:
+    if stage in (Bottleneck.KV_CACHE_PRESSURE, Bottleneck.NONE):
+        return False
+    return objective == "e2e" or stage.itl_side == (objective == "itl")
+
+
+def _margin_classes(history: Sequence[TrialRecord]) -> frozenset[KnobClass]:
+    """The knob classes a change for margin may take: safe ones, and lossy ones while a lossy
+    change is in effect (the latest kept trial of a lossy knob left it off the value its first
+    trial started from): the user's quality gate already judges that kind of change on this
+    deployment. Never costly: margin does not buy GPUs."""
+    first: dict[str, str | None] = {}
+    kept: dict[str, str | None] = {}
+    for record in history:
+        try:
+            lossy = CATALOG[KnobName(record.knob)].knob_class is KnobClass.LOSSY
+        except ValueError:  # the status is writable: an unknown knob is no evidence
+            continue
+        if not lossy:
+            continue
+        first.setdefault(record.knob, record.from_value)
+        if record.verdict is Verdict.KEEP:
+            kept[record.knob] = record.to_value
+    if any(not same_value(value, first[knob]) for knob, value in kept.items()):
+        return frozenset({KnobClass.SAFE, KnobClass.LOSSY})
+    return frozenset({KnobClass.SAFE})
 
 
 def _best_rung(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tests.unit.core.builders import kv_pressure
+from tests.unit.core.builders import kv_pressure, prefill_stalls
 from tests.unit.rollout.test_rollout_phases import (
     AFTER,
     BEFORE,
@@ -22,7 +22,7 @@ from tests.unit.rollout.test_rollout_phases import (
 )
 
 from latency_tuner.api.spec import Strategy
-from latency_tuner.api.status import Phase, Verdict
+from latency_tuner.api.status import LatencyTargetStatus, Phase, Trial, Verdict
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord
@@ -516,3 +516,35 @@ def test_a_reverted_canary_trial_is_not_tried_again_under_the_same_load() -> Non
     record = TrialRecord.from_trial(trial)
     assert record.load is not None
     assert record.load.comparable_to(whole.load, 0.25)
+
+
+def test_a_lossy_change_for_margin_waits_for_a_canary_its_quality_gate_can_judge() -> None:
+    # FP8 KV kept earlier; the prefill-stall window meets ITL p99 150 ms, and FP8 weights are
+    # the margin the model expects. With a quality gate and no canary, converge instead.
+    fp8_kv = ContainerConfig(
+        command=None,
+        args=("meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "8192",
+              "--no-enable-chunked-prefill", "--kv-cache-dtype", "fp8"),
+        image=BEFORE.image,
+        gpu_limit=1,
+    )  # fmt: skip
+    off = {"prefixCaching": False, "chunkedPrefill": False, "maxNumBatchedTokens": None}
+    weights = {"variants": [{"name": "fp8", "model": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}]}
+    knobs = {**off, "maxNumSeqs": None, "gpuMemoryUtilization": None, "kvCacheDtype": ["fp8"],
+             "quantization": weights}  # fmt: skip
+    kept = Trial.model_validate(
+        {"id": 1, "knob": "kvCacheDtype", "from": None, "to": "fp8", "verdict": "Keep",
+         "startedAt": "2026-12-02T09:00:00Z", "finishedAt": "2026-12-02T09:10:00Z"}
+    )  # fmt: skip
+    goal = {"itl": {"percentile": 99, "threshold": "150ms"}}
+    phases = {}
+    for quality in (None, {"configMap": "qa"}):
+        fields = {"knobs": knobs, "objectives": goal, **({"quality": quality} if quality else {})}
+        run = Run(spec=spec(**fields), status=LatencyTargetStatus(trials=[kept]))
+        seen = facts(fp8_kv, current=prefill_stalls())
+        run.step(seen)
+        d = run.later(SETTLE + WINDOW).step(seen)
+        phases[quality is not None] = (run.phase(), d.reason)
+    assert phases[False][0] is Phase.ROLLING_OUT, phases
+    assert run.status.trials[-1].knob == "kvCacheDtype"  # nothing started with the gate
+    assert phases[True] == (Phase.CONVERGED, "targets met"), phases

@@ -115,7 +115,7 @@ def _for_margin(
         r.status.trials,
         {(i.knob, i.value) for i in r.status.incompatible},
     )
-    if change is None:
+    if change is None or _ungated(r, change):  # a lossy one only where the gate can judge it
         return None
     target = target_container(change, facts.command_line, facts.container)
     if target.fingerprint() == facts.container.fingerprint():

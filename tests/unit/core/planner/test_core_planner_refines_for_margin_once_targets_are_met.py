@@ -1,5 +1,6 @@
-"""Once the targets are met, the planner still tries the safe change the calibrated model expects
-to buy a clearly larger margin (``planner.refine``), and stops refining once one was not kept."""
+"""Once the targets are met, the planner still tries the change the calibrated model expects
+to buy a clearly larger margin (safe, or lossy where a lossy change is already in effect;
+``planner.refine``), and stops refining once one was not kept."""
 
 from __future__ import annotations
 
@@ -13,15 +14,21 @@ from tests.unit.core.builders import (
     prefill_stalls,
     queueing,
     slow_decode,
+    window_of,
+    with_spread,
 )
 
 from latency_tuner.api.spec import Knobs, Objective, Objectives
 from latency_tuner.api.status import Verdict
+from latency_tuner.core import model
+from latency_tuner.core.diagnosis import margins
+from latency_tuner.core.evidence import Bottleneck
 from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord, refine
 from latency_tuner.core.score import score
 from latency_tuner.core.verdict import chance_change
+from latency_tuner.vllm.args import VllmCommandLine
 
 NO_CHUNKS = command_line("--max-model-len", "8192", "--no-enable-chunked-prefill")
 
@@ -77,7 +84,7 @@ def test_a_missed_target_is_not_refined_but_planned() -> None:
     assert refined("100ms") is None
 
 
-def test_only_safe_changes_are_tried_for_margin() -> None:
+def test_no_lossy_or_costly_change_is_tried_for_margin_on_a_safe_deployment() -> None:
     # Decode-bound at two requests, ITL p90 8 ms against 10 ms: FP8 weights (lossy) are
     # expected to take it to about half the target, TP2 (costly) nearly as far; margin alone
     # is not worth their price, and no safe knob is allowed.
@@ -95,6 +102,69 @@ def test_only_safe_changes_are_tried_for_margin() -> None:
         prefill_time_mean=0.012, ttft_mean=0.032, queue_time_mean=0.0,
     )  # fmt: skip
     assert refine(window, objectives(itl="10ms"), command_line(), spec, H100) is None
+
+
+FP8_WEIGHTS = {"variants": [{"name": "fp8", "model": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}]}
+
+
+def _interference_refined(history: list[TrialRecord], config: VllmCommandLine) -> Change | None:
+    # The prefill-stall window (ITL p99 136 ms against 150 ms) with chunked prefill and the
+    # batch budget not allowed: FP8 weights (lossy) are what the model expects to help, 0.91
+    # -> 0.61 of the target.
+    spec = knobs(
+        quantization=FP8_WEIGHTS, kv_cache_dtype=["fp8"], tensor_parallel={"maxSize": 4},
+        chunked_prefill=False, max_num_batched_tokens=None,
+    )  # fmt: skip
+    return refine(
+        prefill_stalls(), objectives(itl="150ms", percentile=99), config, spec, H100, history
+    )
+
+
+def test_a_lossy_change_is_weighed_for_margin_while_a_kept_lossy_change_is_in_effect() -> None:
+    # The user's quality gate already judges lossy changes on this deployment: another is a
+    # margin of the same kind of cost. Never TP (more GPUs), though the model rates it too.
+    load = prefill_stalls().load
+    kept = TrialRecord(KnobName.KV_CACHE_DTYPE.value, None, "fp8", Verdict.KEEP, load)
+    fp8_kv = command_line("--max-model-len", "8192", "--no-enable-chunked-prefill",
+                          "--kv-cache-dtype", "fp8")  # fmt: skip
+    change = _interference_refined([kept], fp8_kv)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.QUANTIZATION, "fp8")
+    assert "0.91 -> 0.61" in change.reason
+    # Not without one, nor once the kept one was moved back.
+    assert _interference_refined([], NO_CHUNKS) is None
+    back = TrialRecord(KnobName.KV_CACHE_DTYPE.value, "fp8", None, Verdict.KEEP, load)
+    assert _interference_refined([kept, back], NO_CHUNKS) is None
+    # A hostile status naming a knob that does not exist is no evidence of one.
+    forged = TrialRecord("kvCacheDtypes", None, "fp8", Verdict.KEEP, load)
+    assert _interference_refined([forged], NO_CHUNKS) is None
+
+
+def test_for_margin_every_stage_bounding_the_objective_is_weighed_not_only_the_diagnosed_one() -> (
+    None
+):
+    # FP8 weights running, 12,000-token contexts, 24 requests decoding, ITL p90 twice its mean:
+    # the window reads as prefill interference, whose knobs are not allowed. FP8 KV halves the
+    # decode steps' KV reads (a decode-bandwidth knob): the model expects ITL p90 0.71 -> 0.57
+    # of the target.
+    cl = command_line("--max-model-len", "16384", "--max-num-batched-tokens", "2048",
+                      "--quantization", "fp8")  # fmt: skip
+    running = model.engine_config(cl, None, H100)
+    assert running is not None
+    mean = window_of(running, prompt=12000, running=24)
+    assert mean.itl_mean is not None
+    window = with_spread(
+        mean, itl={50: mean.itl_mean, 90: mean.itl_mean * 2, 99: mean.itl_mean * 2.6}
+    )
+    goal = objectives(itl=f"{mean.itl_mean * 2.8 * 1000:.1f}ms", percentile=90)
+    [cause] = margins(window, goal, cl, H100)
+    assert cause.bottleneck is Bottleneck.PREFILL_INTERFERENCE
+    kept = TrialRecord(KnobName.QUANTIZATION.value, None, "fp8", Verdict.KEEP, window.load)
+    spec = knobs(kv_cache_dtype=["fp8"], chunked_prefill=False, max_num_batched_tokens=None)
+    change = refine(window, goal, cl, spec, H100, [kept])
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.KV_CACHE_DTYPE, "fp8")
+    assert "0.71 -> 0.57" in change.reason
 
 
 def _a_short_queue_on_a_busy_engine(requests: int) -> Observation:
