@@ -50,15 +50,29 @@ async def test_prometheus_scrapes_the_pod_under_its_kubernetes_labels() -> None:
     assert series["instance"] == f"127.0.0.1:{pod.port}"
 
 
+async def _scraping_itself(runner: prometheus.PrometheusRunner) -> float:
+    """Once ``runner`` has scraped its own metrics: the time from which samples exist."""
+    runner.set_targets([prometheus.Target(runner.url.removeprefix("http://"))])
+    await asyncio.to_thread(runner.wait_for_targets, 1)
+    return time.time()
+
+
+async def _samples_up_to(runner: prometheus.PrometheusRunner, moment: float) -> int:
+    """How many samples of ``up`` the server holds from the five minutes before ``moment``."""
+    async with httpx.AsyncClient() as http:
+        params = {"query": "count_over_time(up[5m])", "time": f"{moment:.3f}"}
+        body = (await http.get(f"{runner.url}/api/v1/query", params=params)).json()
+    [row] = body["data"]["result"]
+    return int(row["value"][1])
+
+
 async def test_a_prometheus_that_stops_answering_is_restarted_on_its_port_with_its_data(
     tmp_path: Path,
 ) -> None:
     # A stopped process accepts connections (the kernel does) and answers nothing: the stall
     # CI saw. The probe restarts it; the series scraped before the stall are still there.
     with prometheus.PrometheusRunner(scrape_interval="1s", log_path=tmp_path / "p.log") as runner:
-        runner.set_targets([prometheus.Target(runner.url.removeprefix("http://"))])
-        await asyncio.to_thread(runner.wait_for_targets, 1)
-        began = time.time()
+        began = await _scraping_itself(runner)
         assert runner._process is not None
         os.kill(runner._process.pid, signal.SIGSTOP)
         watch = asyncio.create_task(keep_alive(runner, period=0.5, failures=3))
@@ -67,15 +81,8 @@ async def test_a_prometheus_that_stops_answering_is_restarted_on_its_port_with_i
         finally:
             watch.cancel()
         assert await asyncio.to_thread(runner.probe) is None
-        async with httpx.AsyncClient() as http:
-            body = (
-                await http.get(
-                    f"{runner.url}/api/v1/query",
-                    params={"query": "count_over_time(up[5m])", "time": f"{began:.3f}"},
-                )
-            ).json()
-    [row] = body["data"]["result"]
-    assert int(row["value"][1]) >= 1  # a sample from before the stall, kept over the restart
+        kept = await _samples_up_to(runner, began)
+    assert kept >= 1  # a sample from before the stall, kept over the restart
     log = (tmp_path / "p.log").read_text()
     assert "restarting Prometheus (3 liveness probes failed in a row, the last: ReadTimeout" in log
 
@@ -87,9 +94,7 @@ async def test_a_prometheus_that_exits_is_restarted_and_a_restart_that_fails_is_
     # failed attempt leaves the TSDB in place, and once the port is free the next one comes up
     # with the series scraped before the crash.
     with prometheus.PrometheusRunner(scrape_interval="1s", log_path=tmp_path / "p.log") as runner:
-        runner.set_targets([prometheus.Target(runner.url.removeprefix("http://"))])
-        await asyncio.to_thread(runner.wait_for_targets, 1)
-        began = time.time()
+        began = await _scraping_itself(runner)
         assert runner._process is not None
         runner._process.kill()
         runner._process.wait()
@@ -111,15 +116,8 @@ async def test_a_prometheus_that_exits_is_restarted_and_a_restart_that_fails_is_
             squatter.close()
             watch.cancel()
         assert await asyncio.to_thread(runner.probe) is None
-        async with httpx.AsyncClient() as http:
-            body = (
-                await http.get(
-                    f"{runner.url}/api/v1/query",
-                    params={"query": "count_over_time(up[5m])", "time": f"{began:.3f}"},
-                )
-            ).json()
-    [row] = body["data"]["result"]
-    assert int(row["value"][1]) >= 1  # a sample from before the crash, kept over the attempts
+        kept = await _samples_up_to(runner, began)
+    assert kept >= 1  # a sample from before the crash, kept over the attempts
     assert "address already in use" in (tmp_path / "p.log").read_text()
 
 
