@@ -601,13 +601,12 @@ def _fewer_slots(calibration: Calibration, stages: _Stages) -> _Server | None:
     was read as clients holding their requests: ``_held_wait`` times that). The requests in
     flight stay (Little's law: the arrivals times the time each holds a slot), so more of them
     than slots is a queue that grows, whatever the window's queue time: a window with no
-    queue says nothing of slots it did not lack."""
+    queue says nothing of slots it did not lack. (With as many slots or more the window's
+    own queue reading stands: the running configuration forecasts what it measured.)"""
     c, load = calibration, calibration.load
     if c.held or c.slot_time <= 0 or stages.slots >= c.slots:
         return None
-    slot = _slot_time(stages, load)
-    slots = max(1, round(min(stages.slots, MAX_BATCH)))
-    return _Server(slot, slots, load.batch * (slot / c.slot_time) / slots)
+    return _slot_server(stages, load, load.batch / c.slot_time)
 
 
 @dataclass(frozen=True)
@@ -623,12 +622,18 @@ def _bottleneck(stages: _Stages, load: _Load) -> _Server:
     """The busier of the engine (one server: the engine time a request takes, at the largest
     batch the slots allow) and its slots (each holds a request for its slot time)."""
     engine = stages.prefill_work + stages.full_decode_share
-    slots = max(1, round(min(stages.slots, MAX_BATCH)))
-    slot = _slot_time(stages, load)
     return max(
-        (_Server(engine, 1, load.rate * engine), _Server(slot, slots, load.rate * slot / slots)),
+        (_Server(engine, 1, load.rate * engine), _slot_server(stages, load, load.rate)),
         key=lambda server: server.utilisation,
     )
+
+
+def _slot_server(stages: _Stages, load: _Load, rate: float) -> _Server:
+    """The slots as servers, each holding a request for its slot time, busy with ``rate``
+    requests a second (Little's law: the requests in flight over the slots)."""
+    slot = _slot_time(stages, load)
+    slots = max(1, round(min(stages.slots, MAX_BATCH)))
+    return _Server(slot, slots, rate * slot / slots)
 
 
 def _queued(busy: float, server: _Server) -> float:

@@ -95,7 +95,15 @@ from latency_tuner.core.config_view import ConfigView, parse_int, view
 from latency_tuner.core.diagnosis import Diagnosis, margins
 from latency_tuner.core.evidence import Bottleneck, Cause, Finding
 from latency_tuner.core.hardware import HardwareInfo
-from latency_tuner.core.knobs import CATALOG, Change, KnobClass, KnobName, apply, same_value
+from latency_tuner.core.knobs import (
+    CATALOG,
+    Change,
+    KnobClass,
+    KnobName,
+    apply,
+    class_of,
+    same_value,
+)
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.score import ObjectiveName, Score, score
 from latency_tuner.core.verdict import BOTH_SATURATED, STEP_ON_SATURATED, chance_change
@@ -417,16 +425,13 @@ def _bounds(stage: Bottleneck, objective: ObjectiveName) -> bool:
 def _margin_classes(history: Sequence[TrialRecord]) -> frozenset[KnobClass]:
     """The knob classes a change for margin may take: safe ones, and lossy ones while a lossy
     change is in effect (the latest kept trial of a lossy knob left it off the value its first
-    trial started from): the user's quality gate already judges that kind of change on this
-    deployment. Never costly: margin does not buy GPUs."""
+    trial started from): that kind of cost is already accepted on this deployment (and where
+    ``spec.quality`` is set, its gate judges the change on a canary: ``observing``). Never
+    costly: margin does not buy GPUs."""
     first: dict[str, str | None] = {}
     kept: dict[str, str | None] = {}
     for record in history:
-        try:
-            lossy = CATALOG[KnobName(record.knob)].knob_class is KnobClass.LOSSY
-        except ValueError:  # the status is writable: an unknown knob is no evidence
-            continue
-        if not lossy:
+        if class_of(record.knob) is not KnobClass.LOSSY:  # an unknown name is no evidence
             continue
         first.setdefault(record.knob, record.from_value)
         if record.verdict is Verdict.KEEP:
