@@ -4,10 +4,12 @@ is restarted, as a kubelet would, when it stops answering."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -66,6 +68,18 @@ async def _samples_up_to(runner: prometheus.PrometheusRunner, moment: float) -> 
     return int(row["value"][1])
 
 
+@contextlib.asynccontextmanager
+async def _probed(
+    runner: prometheus.PrometheusRunner, *, period: float, failures: int
+) -> AsyncIterator[None]:
+    """The sandbox's liveness probe watching ``runner`` for the block's duration."""
+    watch = asyncio.create_task(keep_alive(runner, period=period, failures=failures))
+    try:
+        yield
+    finally:
+        watch.cancel()
+
+
 async def test_a_prometheus_that_stops_answering_is_restarted_on_its_port_with_its_data(
     tmp_path: Path,
 ) -> None:
@@ -75,11 +89,8 @@ async def test_a_prometheus_that_stops_answering_is_restarted_on_its_port_with_i
         began = await _scraping_itself(runner)
         assert runner._process is not None
         os.kill(runner._process.pid, signal.SIGSTOP)
-        watch = asyncio.create_task(keep_alive(runner, period=0.5, failures=3))
-        try:
+        async with _probed(runner, period=0.5, failures=3):
             await eventually(lambda: asyncio.sleep(0, runner.restarts == 1), within=30)
-        finally:
-            watch.cancel()
         assert await asyncio.to_thread(runner.probe) is None
         kept = await _samples_up_to(runner, began)
     assert kept >= 1  # a sample from before the stall, kept over the restart
@@ -102,19 +113,16 @@ async def test_a_prometheus_that_exits_is_restarted_and_a_restart_that_fails_is_
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind(("127.0.0.1", runner.port))
         squatter.listen()
-        watch = asyncio.create_task(keep_alive(runner, period=0.3, failures=2))
-        try:
-            log = tmp_path / "p.log"
-            await eventually(
-                lambda: asyncio.sleep(0, log.read_text().count("restarting Prometheus") >= 2),
-                within=30,
-            )
-            assert runner.restarts == 0  # none came up while the port was taken
-            squatter.close()
-            await eventually(lambda: asyncio.sleep(0, runner.restarts == 1), within=60)
-        finally:
-            squatter.close()
-            watch.cancel()
+        log = tmp_path / "p.log"
+        with squatter:
+            async with _probed(runner, period=0.3, failures=2):
+                await eventually(
+                    lambda: asyncio.sleep(0, log.read_text().count("restarting Prometheus") >= 2),
+                    within=30,
+                )
+                assert runner.restarts == 0  # none came up while the port was taken
+                squatter.close()
+                await eventually(lambda: asyncio.sleep(0, runner.restarts == 1), within=60)
         assert await asyncio.to_thread(runner.probe) is None
         kept = await _samples_up_to(runner, began)
     assert kept >= 1  # a sample from before the crash, kept over the attempts
@@ -125,9 +133,8 @@ async def test_a_prometheus_stopped_on_purpose_is_not_restarted(tmp_path: Path) 
     runner = prometheus.PrometheusRunner(scrape_interval="1s", log_path=tmp_path / "p.log")
     runner.start()
     runner.stop()
-    watch = asyncio.create_task(keep_alive(runner, period=0.1, failures=1))
-    await asyncio.sleep(1.0)
-    watch.cancel()
+    async with _probed(runner, period=0.1, failures=1):
+        await asyncio.sleep(1.0)
     assert not runner.running
     assert runner.restarts == 0
     assert "restarting Prometheus" not in (tmp_path / "p.log").read_text()
