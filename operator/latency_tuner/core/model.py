@@ -48,18 +48,19 @@ prompt, the steps that also prefill the prompts that arrived within a step's tim
 arrivals), up to the budget (which the running decodes take their share of first; the prompt
 tokens arriving fill as many prefilling steps as those steps hold). The step times are known
 up to a common factor, so that quantile's change is the mean over ``EDGE_SCALES`` of the
-candidate's reading over the running one's: a step just over a bucket edge does not flip the
-forecast. There is no forecast (None) where the model does not describe the
-deployment: an unknown model or GPU, a command line vLLM would refuse, a stage the window did
-not measure, a prefix cache whose hit rate nobody has measured yet, or a calibration factor
-beyond ``TRUSTED_FACTOR`` (the model off by more than that on this deployment: its knob effects
-are not to be trusted either). Pure: no I/O, no clock.
+candidate's reading over the running one's, each scale weighed by a prior around 1 and by how
+well the running configuration's reading at it agrees with the window's: a step just over a
+bucket edge does not flip the forecast, and a window whose tail reads 43 ms is not forecast as
+if its tail steps might sit under the 25 ms edge. There is no forecast (None) where the model
+does not describe the deployment: an unknown model or GPU, a command line vLLM would refuse,
+a stage the window did not measure, a prefix cache whose hit rate nobody has measured yet, or
+a calibration factor beyond ``TRUSTED_FACTOR`` (the model off by more than that on this
+deployment: its knob effects are not to be trusted either). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, replace
 
 from latency_tuner.core.config_view import parse_int
@@ -99,9 +100,18 @@ MAX_CROWDED_PROMPTS = 16
 CROWDED_TAIL = 1e-4
 # The model's step times are known up to a common factor (calibration pins the mean ITL, not
 # where vLLM's bucket edges fall among the steps): a quantile's forecast is the mean of its
-# ratios with every step time scaled by each of these, so a step of 24.9 ms against 25.3 ms
-# does not flip the reading from one bucket to the next.
-EDGE_SCALES = tuple(math.exp(x / 20) for x in range(-3, 4))  # about 0.86 .. 1.16
+# ratios with every step time scaled by each of these, weighed by how likely each scale is
+# (``_scale_weights``), so a step of 24.9 ms against 25.3 ms does not flip the reading from
+# one bucket to the next, and the window's own reading says which side of an edge it is on.
+EDGE_SCALES = tuple(math.exp(x / 20) for x in range(-10, 11))  # about 0.61 .. 1.65
+# The prior on that factor (standard deviation of its log): the mean ITL pins the steps within
+# about +-15%; a window whose tail reading no scale near 1 agrees with pulls it farther.
+SCALE_SPREAD = 0.08
+# How far (log ratio, one standard deviation) the model's reading of the running
+# configuration's ITL quantile may sit from the window's and still agree with it: about the
+# sampling error of a tail quantile in one window.
+READING_SPREAD = 0.1
+MIN_WEIGHT = 1e-3  # scales weighing less (relative to the likeliest) are left out of a forecast
 # Requests timed per decode step at most: a command line or a gauge can claim any number, and a
 # forecast must stay cheap on the operator's loop whatever a tenant writes.
 MAX_BATCH = 4096
@@ -198,11 +208,13 @@ class Calibration:
     prefill: float  # measured mean prefill time
     itl: float  # measured mean time per output token
     # The ITL objective's percentile and the window's ITL there (None: no ITL objective, or
-    # the window has no such quantile; forecasts then move the mean), and the model's reading
-    # of it on the running configuration at each of ``EDGE_SCALES`` (empty: no quantile).
+    # the window has no such quantile; forecasts then move the mean), the model's reading of
+    # it on the running configuration at each of ``EDGE_SCALES`` (empty: no quantile), and
+    # how likely each scale is given the window's reading (``_scale_weights``).
     itl_percentile: int | None = None
     itl_quantile: float | None = None
     itl_readings: tuple[float, ...] = ()
+    itl_weights: tuple[float, ...] = ()
     # The window's requests waiting for a slot are held in flight (a queue that did not grow,
     # ``MIN_WAITING`` or more a replica), and the time a request holds a slot.
     held: bool = False
@@ -210,10 +222,10 @@ class Calibration:
 
     @property
     def itl_quantile_factor(self) -> float:
-        """The window's ITL quantile over the model's reading of it (1 where either is
-        unknown)."""
-        unscaled = self.itl_readings[EDGE_SCALES.index(1.0)] if self.itl_readings else 0.0
-        return self.itl_quantile / unscaled if self.itl_quantile and unscaled else 1.0
+        """The window's ITL quantile over the model's reading of it at the likeliest scale (1
+        where either is unknown)."""
+        best = max(zip(self.itl_weights, self.itl_readings, strict=True), default=(0.0, 0.0))[1]
+        return self.itl_quantile / best if self.itl_quantile and best else 1.0
 
     @property
     def trusted(self) -> bool:
@@ -283,6 +295,10 @@ def calibrate(
     nominal = server.utilisation
     utilisation = _utilisation(queue, server)
     quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
+    readings = (
+        calibrated.itl_readings(itl_percentile) if quantile and itl_percentile is not None else ()
+    )
+    weights = _scale_weights(readings, quantile) if quantile else ()
     waiting = load.demand - load.batch
     held = queue > 0 and waiting >= MIN_WAITING and not saturated(o)
     return Calibration(
@@ -297,14 +313,28 @@ def calibrate(
         itl=itl,
         itl_percentile=itl_percentile if quantile else None,
         itl_quantile=quantile or None,
-        itl_readings=(
-            calibrated.itl_readings(itl_percentile)
-            if quantile and itl_percentile is not None
-            else ()
-        ),
+        itl_readings=readings if weights else (),  # a reading no scale can weigh: none
+        itl_weights=weights,
         held=held,
         slot_time=_slot_time(calibrated, load),
     )
+
+
+def _scale_weights(readings: tuple[float, ...], quantile: float) -> tuple[float, ...]:
+    """How likely each of ``EDGE_SCALES`` is, relative to the likeliest (1): its prior
+    (``SCALE_SPREAD``) times how well the model's reading of the running configuration's ITL
+    quantile at it agrees with the window's ``quantile`` (``READING_SPREAD``). The window says
+    on which side of a bucket edge its tail steps fall, which the mean ITL the step times are
+    calibrated on does not: a reading of 43 ms all but rules out the scales that read 24 ms."""
+    if not (quantile > 0 and math.isfinite(quantile)) or len(readings) != len(EDGE_SCALES):
+        return ()
+    logs = [
+        -(math.log(u) ** 2) / (2 * SCALE_SPREAD**2)
+        - (math.log(r / quantile) ** 2 / (2 * READING_SPREAD**2) if r > 0 else math.inf)
+        for u, r in zip(EDGE_SCALES, readings, strict=True)
+    ]
+    best = max(logs)
+    return tuple(math.exp(x - best) for x in logs) if math.isfinite(best) else ()
 
 
 def _queue_and_overhead(o: Observation) -> tuple[float, float]:
@@ -365,12 +395,17 @@ def forecast(
         server, busy = fewer, fewer.utilisation
     wait = max(_wait(busy, server, load.window), _held_wait(calibration, stages))
     percentile, readings = calibration.itl_percentile, calibration.itl_readings
-    known = len(readings) == len(EDGE_SCALES) and all(r > 0 for r in readings)
+    weights = calibration.itl_weights
+    known = len(readings) == len(weights) == len(EDGE_SCALES) and all(r > 0 for r in readings)
     if percentile is not None and calibration.itl_quantile is not None and known:
         # The candidate's reading over the running one's, averaged over where the bucket
-        # edges may fall among the steps (``EDGE_SCALES``).
-        after = stages.itl_readings(percentile)
-        ratio = statistics.fmean(a / b for a, b in zip(after, readings, strict=True))
+        # edges may fall among the steps (``EDGE_SCALES``), each as likely as it is.
+        ratios = [
+            (stages.itl_at(percentile, u) / b, w)
+            for u, b, w in zip(EDGE_SCALES, readings, weights, strict=True)
+            if w >= MIN_WEIGHT
+        ]
+        ratio = sum(r * w for r, w in ratios) / sum(w for _, w in ratios)
         itl: float | None = max(ratio - 1.0, -1.0)
     else:
         itl = _change(stages.itl, calibration.itl)
