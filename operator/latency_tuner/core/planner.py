@@ -790,6 +790,29 @@ def _ruled_out(
     return None
 
 
+def measured_meeting(
+    history: Sequence[TrialRecord],
+    now: Score,
+    load: LoadFingerprint,
+    tolerance: float = LOAD_TOLERANCE,
+) -> bool:
+    """Whether the configuration now running met every objective of ``now`` in the last
+    trial's window of it (the trial's own window when it was kept, else the window before it)
+    under a load comparable to ``load``: then a window that misses (right after a rollback, a
+    closed loop's restart) is not the configuration's measure on its own."""
+    if not history:
+        return False
+    last = history[-1]
+    window = last.after if last.verdict is Verdict.KEEP else last.before
+    if window is None or not (last.load is None or last.load.comparable_to(load, tolerance)):
+        return False
+    latencies = [getattr(window, f"{o.name}_seconds") for o in now.objectives]
+    return all(
+        latency is not None and latency <= o.threshold
+        for latency, o in zip(latencies, now.objectives, strict=True)
+    )
+
+
 def _failed_transiently(candidate: Candidate, history: Sequence[TrialRecord]) -> bool:
     return any(
         r.transient

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from latency_tuner.api.spec import LatencyTargetSpec, Mode
-from latency_tuner.api.status import LatencyTargetStatus, Phase, Verdict
+from latency_tuner.api.status import LatencyTargetStatus, Phase, Trial, Verdict
 from latency_tuner.core.cluster import ContainerConfig, PodFacts, RolloutFacts
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import NoData, Observation
@@ -416,6 +416,53 @@ def test_a_miss_within_what_a_small_windows_sampling_shows_is_measured_once_more
     # The same miss on 12,000 requests is no accident of sampling.
     run = _nothing_left_on(window(BEFORE, ttft=spread, requests=12000))
     assert run.phase() is Phase.EXHAUSTED
+
+
+def _last_trial_judged_this_configuration_on(run: Run, before: Observation) -> Run:
+    """``run`` whose last trial (a refinement for margin, reverted) was judged against
+    ``before``, a window of the configuration now running."""
+    reverted = Trial(
+        id=1,
+        knob="maxNumSeqs",
+        from_value="16",
+        to_value="8",
+        started_at="2026-12-02T09:00:00Z",
+        finished_at="2026-12-02T09:05:00Z",
+        verdict=Verdict.REVERT,
+        refinement=True,
+        before=metric_snapshot(run.spec, before, "2026-12-02T09:00:00Z"),
+    )
+    run.status = run.status.model_copy(update={"trials": [reverted], "trial_count": 1})
+    return run
+
+
+def test_a_clear_miss_on_a_configuration_its_last_trial_measured_meeting_is_measured_again() -> (
+    None
+):
+    # Its last trial's window read TTFT p90 0.3 s (target 0.5 s) on this configuration at this
+    # load; now, with nothing left to try, a window reads 2 s. One window, after a rollback
+    # say, does not make the configuration unable to meet its targets: one more is measured.
+    met = {50: 0.24, 90: 0.3, 95: 0.32, 99: 0.36}
+    run = _last_trial_judged_this_configuration_on(_nothing_left(), window(BEFORE, ttft=met))
+    observed_long_enough(run)
+    assert run.phase() is Phase.OBSERVING
+    status, reason, message = run.condition("Progressing")
+    assert (status, reason) == ("False", "NearMiss")
+    assert "this configuration met them in its last trial's window" in message
+    # Still missed a whole window later: now it gives up.
+    run.later(1).step(facts(BEFORE))
+    run.later(WINDOW).step(facts(BEFORE))
+    assert run.phase() is Phase.EXHAUSTED
+
+
+def test_a_clear_miss_gives_up_at_once_where_the_last_trial_saw_a_miss_or_other_requests() -> None:
+    missed = window(BEFORE, ttft={50: 0.56, 90: 0.7, 95: 0.74, 99: 0.84})
+    met = {50: 0.24, 90: 0.3, 95: 0.32, 99: 0.36}
+    longer = window(BEFORE, ttft=met, prompt_tokens_mean=1536.0)  # requests of another shape
+    for before in (missed, longer):
+        run = _last_trial_judged_this_configuration_on(_nothing_left(), before)
+        observed_long_enough(run)
+        assert run.phase() is Phase.EXHAUSTED
 
 
 def test_a_clear_miss_with_nothing_left_gives_up_at_once() -> None:

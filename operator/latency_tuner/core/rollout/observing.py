@@ -23,7 +23,7 @@ from latency_tuner.core import model
 from latency_tuner.core.cluster import ContainerConfig, container_patch
 from latency_tuner.core.gitops import strategic_merge_patch
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.planner import Exhausted
+from latency_tuner.core.planner import Exhausted, measured_meeting
 from latency_tuner.core.rollout.analysis import Analysis, analyse, propose, propose_margin
 from latency_tuner.core.rollout.canary import LOSSY_KNOBS
 from latency_tuner.core.rollout.events import Reason
@@ -34,6 +34,7 @@ from latency_tuner.core.rollout.values import (
     container_snapshot,
     diagnosis_status,
     forecast_note,
+    history,
     metric_snapshot,
     predictions,
     target_container,
@@ -43,7 +44,9 @@ from latency_tuner.core.verdict import chance_miss
 from latency_tuner.vllm.defaults import config_hash
 
 # A miss small enough to measure again before giving up: a violation score at most this, or
-# at most what the window's sampling alone would show (``verdict.chance_miss``).
+# at most what the window's sampling alone would show (``verdict.chance_miss``). (Any miss is
+# measured again once where the configuration met the targets in its last trial's window:
+# ``planner.measured_meeting``.)
 NEAR_MISS = 0.1
 
 
@@ -153,14 +156,18 @@ def _next_change(
         )
     if isinstance(proposal, Exhausted):
         near = result.value is not None and result.value <= max(NEAR_MISS, chance_miss(result, obs))
-        if near and not recommend_only and r.status.near_miss_at is None:
+        # The configuration running met the targets in its last trial's window: this one
+        # window (after a rollback, say) is not enough to give up on it either.
+        met_before = measured_meeting(history(r.status.trials), result, obs.load)
+        if (near or met_before) and not recommend_only and r.status.near_miss_at is None:
             # Within the measurement noise of the targets: one window is not enough to give up.
             r.update(near_miss_at=r.stamp, stable_since=r.stamp)
+            met = "this configuration met them in its last trial's window, " if not near else ""
             r.condition(
                 ConditionType.PROGRESSING,
                 False,
                 "NearMiss",
-                f"{result.describe()}; nothing left to try, measuring one more window",
+                f"{result.describe()}; nothing left to try, {met}measuring one more window",
             )
             return r.decision("near miss: measuring again before giving up")
         return exhausted(
