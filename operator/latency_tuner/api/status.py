@@ -118,6 +118,12 @@ class MetricSnapshot(StatusModel):
     def _to_three_decimals(cls, value: float | None) -> float | None:
         return None if value is None else round(value, 3)
 
+    def latency(self, objective: str) -> float | None:
+        """The latency of ``objective`` ("ttft", "itl" or "e2e") in seconds; None if not
+        recorded."""
+        value: float | None = getattr(self, f"{objective}_seconds", None)
+        return value
+
     @computed_field  # type: ignore[prop-decorator]
     @property
     def ttft(self) -> str | None:

@@ -806,10 +806,9 @@ def measured_meeting(
     window = last.after if last.verdict is Verdict.KEEP else last.before
     if window is None or not (last.load is None or last.load.comparable_to(load, tolerance)):
         return False
-    latencies = [getattr(window, f"{o.name}_seconds") for o in now.objectives]
     return all(
-        latency is not None and latency <= o.threshold
-        for latency, o in zip(latencies, now.objectives, strict=True)
+        (latency := window.latency(o.name)) is not None and latency <= o.threshold
+        for o in now.objectives
     )
 
 
@@ -852,8 +851,7 @@ def _overshot(record: TrialRecord, now: Score | None) -> bool:
     for objective in now.objectives:
         if not objective.violation:
             continue
-        field = f"{objective.name}_seconds"
-        was, then = getattr(record.before, field), getattr(record.after, field)
+        was, then = record.before.latency(objective.name), record.after.latency(objective.name)
         if was is not None and then is not None and was <= objective.threshold < then:
             return True
     return False

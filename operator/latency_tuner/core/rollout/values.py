@@ -186,8 +186,7 @@ def history(trials: Sequence[Trial]) -> list[TrialRecord]:
 
 
 def _latency(snapshot: MetricSnapshot | None, objective: ObjectiveName) -> float | None:
-    value: float | None = getattr(snapshot, f"{objective}_seconds", None)
-    return value
+    return None if snapshot is None else snapshot.latency(objective)
 
 
 def predictions(
