@@ -106,7 +106,12 @@ from latency_tuner.core.knobs import (
 )
 from latency_tuner.core.observation import LoadFingerprint, Observation
 from latency_tuner.core.score import ObjectiveName, Score, score
-from latency_tuner.core.verdict import BOTH_SATURATED, STEP_ON_SATURATED, chance_change
+from latency_tuner.core.verdict import (
+    BOTH_SATURATED,
+    STEP_ON_SATURATED,
+    chance_change,
+    chance_noise,
+)
 from latency_tuner.perf.config import EngineConfig
 from latency_tuner.vllm.args import VllmCommandLine
 
@@ -329,6 +334,7 @@ def refine(
     *,
     min_improvement: float = 0.0,
     load_tolerance: float = LOAD_TOLERANCE,
+    subwindows: Sequence[Observation] = (),
 ) -> Change | None:
     """With the targets met: the change (the GPU count stays) the calibrated model expects to
     buy a clearly larger margin, or None (stop here).
@@ -341,8 +347,9 @@ def refine(
     TTFT with a prefix cache turned on, takes the knob's prior if the candidate aims at it,
     else stays as it is) with every objective at most
     ``REFINE_CEILING`` of its target and the sum of ratios lower than now by more than the
-    trial's verdict could tell from chance (``verdict.chance_change`` of this window, at least
-    ``min_improvement``) and more than the model's recorded error on this target; the lowest
+    trial's verdict could tell from chance (``verdict.chance_change`` of this window and
+    ``verdict.chance_noise`` of its ``subwindows``, at least ``min_improvement``) and more than
+    the model's recorded error on this target; the lowest
     such sum wins, each knob's rungs beyond its first weighed too (``_best_rung``). An expected
     gain below that is not worth a rollout: the verdict would revert it even if the model were
     right. Refining stops for good once a refinement was not kept (the model was wrong about
@@ -355,7 +362,8 @@ def refine(
     if _distrusted(error):
         return None
     now = score(observation, objectives)
-    gain = max(min_improvement, chance_change(now, observation), error or 0.0)
+    chance = max(chance_change(now, observation), chance_noise(subwindows, objectives))
+    gain = max(min_improvement, chance, error or 0.0)
     total = now.tie_break
     if not now.met or total is None or total <= 0:
         return None

@@ -25,7 +25,11 @@
   a Revert on a trial window that was not at its steady state after the restart, against a
   steady baseline, is Inconclusive (``_unsteady``): its requests in flight still moving
   beyond chance, or its requests staying longer on the server than the pods had served when
-  it began (the restart's wave); the caller measures again, after that wave.
+  it began (the restart's wave); the caller measures again, after that wave. And once, a
+  verdict the queue decided on a trial window whose arrivals differed from the baseline's
+  beyond ``ARRIVAL_LUCK_SIGMAS`` of chance in the direction that explains it (a Revert on more
+  arrivals, a Keep on fewer) is Inconclusive (``_arrival_luck``): near capacity the queue
+  follows the arrival count steeply, which the quantiles' sampling noise does not hold.
 - A saturated arm (``core.saturation``) counts with any number of requests, but its latencies
   are lower bounds: only the direction they can prove is concluded, else Inconclusive
   (``_bounded``), never a failure. Except, when the caller allows it (a safe change expected
@@ -92,6 +96,9 @@ BOTH_SATURATED = "both windows saturated (their latencies are lower bounds)"
 STEP_ON_SATURATED = "kept as a step: what it adds may wait behind another limit"
 # How the reason of a Revert on a window after a restart that held its transient begins.
 NOT_STEADY = "the trial window was not at its steady state yet"
+# Arrival counts of two windows apart by more than this many standard deviations of chance,
+# in the direction that explains a verdict the queue decided: measured again (``_arrival_luck``).
+ARRIVAL_LUCK_SIGMAS = 1.0
 
 
 class Outcome(StrEnum):
@@ -173,6 +180,8 @@ def judge_trial(
         judged = _near(judged, min_improvement, baseline, trial)
     if may_look_longer and not (sat_before or sat_after):
         judged = _unsteady(judged, baseline, trial, settled_for)
+    if may_look_longer and not (sat_before or sat_after or load_change):
+        judged = _arrival_luck(judged, baseline, trial)
     if sat_before or sat_after:
         judged = _bounded(judged, (baseline, trial), (sat_before, sat_after), objectives, may_step)
     if judged.outcome is Outcome.KEEP:
@@ -254,6 +263,62 @@ def _unsteady(
         reason=f"{NOT_STEADY}: {why} ({judged.reason})",
         settle_until=wait,
     )
+
+
+def _arrival_luck(judged: Judgement, baseline: Observation, trial: Observation) -> Judgement:
+    """A verdict the queue decided, on a trial window whose arrivals differed from the
+    baseline's beyond ``ARRIVAL_LUCK_SIGMAS`` in the direction that explains it, is
+    Inconclusive: a Revert whose TTFT rose, mostly as queue time, over more arrivals; a Keep
+    whose TTFT fell, mostly as queue time, over fewer. Two windows of one Poisson rate count
+    arrivals that differ by about the square root of their sum, and near a server's capacity
+    the queue follows them steeply: the quantiles' sampling noise (requests drawn from one
+    load) does not hold that, so one window cannot tell the load's part from the change's.
+    The next window judges it (the caller's leave to look again: once)."""
+    if judged.outcome not in (Outcome.REVERT, Outcome.KEEP):
+        return judged
+    moved = _queue_moved(baseline, trial)
+    if moved is None:
+        return judged
+    z, queue, ttft = moved
+    sign = 1.0 if judged.outcome is Outcome.REVERT else -1.0
+    # Signed so that both cases read as a Revert's: more arrivals, TTFT up, mostly queue.
+    z, queue, ttft = sign * z, sign * queue, sign * ttft
+    if z <= ARRIVAL_LUCK_SIGMAS or ttft <= 0 or queue < ttft / 2:
+        return judged
+    more = "more" if sign > 0 else "fewer"
+    rates = f"{trial.arrival_rate:.3g}/s against {baseline.arrival_rate:.3g}/s"
+    queues = (
+        f"{format_seconds(baseline.queue_time_mean or 0.0)} -> "
+        f"{format_seconds(trial.queue_time_mean or 0.0)}"
+    )
+    return replace(
+        judged,
+        outcome=Outcome.INCONCLUSIVE,
+        reason=(
+            f"the trial window had {more} arrivals than the baseline's ({rates}, "
+            f"{sign * z:+.1f} standard deviations of chance) and most of its TTFT change was "
+            f"queue time (mean {queues}), which {more} arrivals make too: one window cannot "
+            f"tell their part from the change's ({judged.reason})"
+        ),
+    )
+
+
+def _queue_moved(baseline: Observation, trial: Observation) -> tuple[float, float, float] | None:
+    """How many standard deviations of chance the trial's arrival rate lies above the
+    baseline's, and the mean queue time's and mean TTFT's change (seconds); None when a window
+    lacks them."""
+    means = (baseline.queue_time_mean, trial.queue_time_mean, baseline.ttft_mean, trial.ttft_mean)
+    if any(m is None or not math.isfinite(m) for m in means):
+        return None
+    qb, qt, tb, tt = (m or 0.0 for m in means)
+    spans = (baseline.window_seconds, trial.window_seconds)
+    if min(spans) <= 0:
+        return None
+    # Poisson counts: a rate a / t has variance a / t^2.
+    sd = math.sqrt(baseline.arrivals / spans[0] ** 2 + trial.arrivals / spans[1] ** 2)
+    if sd <= 0:
+        return None
+    return (trial.arrival_rate - baseline.arrival_rate) / sd, qt - qb, tt - tb
 
 
 def _stalled(baseline: Observation, trial: NoData) -> Judgement:
@@ -428,6 +493,15 @@ def chance_change(now: Score, window: Observation) -> float:
     if total is None or total <= 0:
         return 0.0
     return _required(0.0, _sampling_noise(now, now, (window, window), True, total))
+
+
+def chance_noise(subwindows: Sequence[Observation], objectives: Objectives) -> float:
+    """The relative change of the sum of latency/target ratios that two windows differ by with
+    nothing changed, read from ``subwindows`` of one window (an A/A comparison, as
+    ``_compare`` reads the baseline's), capped as there: the other half of what a change must
+    be expected to gain for its trial to tell it from chance (``chance_change`` is the
+    sampling half). 0 with fewer than two sub-windows that have the sum."""
+    return _required(0.0, _noise([score(w, objectives).tie_break for w in subwindows]))
 
 
 def chance_miss(now: Score, window: Observation) -> float:

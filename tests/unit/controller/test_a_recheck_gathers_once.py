@@ -1,7 +1,7 @@
 """A re-check after the cooldown decides on the facts the reconcile already gathered: one
-Deployment read, one node read and one metrics window, not two of each, and one status write
-for its two steps; targets met again post no second TargetsMet Event. The ports are in-memory
-fakes (``latency_tuner.testing``)."""
+Deployment read, one node read and one metrics window (with its thirds), not two of each, and
+one status write for its two steps; targets met again post no second TargetsMet Event. The
+ports are in-memory fakes (``latency_tuner.testing``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from latency_tuner.controller.ports import NodeGpu, Ports
 from latency_tuner.controller.reconciler import Reconciler
 from latency_tuner.core.cluster import PodFacts
+from latency_tuner.core.rollout.facts import BASELINE_SUBWINDOWS
 from latency_tuner.testing.cluster import StaticDeployments, StaticLatencyTargets, StaticNodes
 from latency_tuner.testing.metrics import ScriptedMetrics, queueing_signals
 
@@ -77,7 +78,10 @@ async def test_a_recheck_after_the_cooldown_reads_the_world_once() -> None:
     outcome = await Reconciler(ports).run(target, claims=[("2026-01-01T00:00:00Z", "lt")])
     assert outcome.reasons[0] == "cooldown over: checking again"
     assert len(outcome.reasons) >= 2  # and the check itself, on the same facts
-    assert (deployments.reads, nodes.reads, script.observe_calls) == (1, 1, 1)
+    # One window, read whole and in thirds (their spread bars a change for margin, should the
+    # targets be met): one gather for both steps.
+    windows = 1 + BASELINE_SUBWINDOWS
+    assert (deployments.reads, nodes.reads, script.observe_calls) == (1, 1, windows)
     assert len(targets.written) == 1  # Converged -> Observing -> Converged: one write
     assert targets.written[0].phase.value == "Converged"
 

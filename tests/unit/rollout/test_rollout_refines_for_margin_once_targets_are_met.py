@@ -5,6 +5,7 @@ converge as before."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from tests.unit.core.builders import prefill_stalls
@@ -21,7 +22,7 @@ from tests.unit.rollout.test_rollout_phases import (
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import Phase, Trial, Verdict
 from latency_tuner.core.cluster import ContainerConfig
-from latency_tuner.core.rollout import Decision, Reason
+from latency_tuner.core.rollout import Decision, Reason, WindowResult, Windows, windows_needed
 
 UNCHUNKED = ContainerConfig(
     command=None,
@@ -55,6 +56,38 @@ def test_a_met_target_starts_a_refinement_when_the_model_expects_a_much_larger_m
     assert trial.refinement
     assert (trial.knob, trial.to_value) == ("chunkedPrefill", "true")
     assert "targets met; for margin" in run.condition("Progressing")[2]
+
+
+def test_the_window_due_to_be_judged_is_also_read_in_thirds_for_its_noise() -> None:
+    run = Run(spec=itl_target())
+    run.step(facts(UNCHUNKED, current=prefill_stalls(window_seconds=WINDOW, requests=180)))
+    assert run.phase() is Phase.OBSERVING
+    due = run.now + timedelta(seconds=SETTLE + WINDOW)
+    early = windows_needed(run.spec, run.status, due - timedelta(seconds=1))
+    assert early.baseline_parts == ()
+    wanted = windows_needed(run.spec, run.status, due)
+    end = due.timestamp()
+    assert [(w.end, w.seconds) for w in wanted.baseline_parts] == [
+        (end - 40, 20), (end - 20, 20), (end, 20),
+    ]  # fmt: skip
+
+
+def test_a_window_whose_thirds_differ_by_more_than_the_expected_gain_converges() -> None:
+    # The thirds read ITL p99 30, 136 and 240 ms: two such windows differ by the most the
+    # verdict's bar asks (a halved sum), more than the -49% chunked prefill is expected to buy.
+    run = Run(spec=itl_target())
+    current = prefill_stalls(window_seconds=WINDOW, requests=180)
+    thirds = tuple(
+        current.model_copy(
+            update={"itl": {**current.itl, 99: p99}, "window_seconds": WINDOW / 3, "requests": 60}
+        )
+        for p99 in (0.03, 0.136, 0.24)
+    )
+    run.step(facts(UNCHUNKED, current=current))
+    windows = Windows[WindowResult](current=current, baseline_parts=thirds)
+    run.later(SETTLE + WINDOW).step(facts(UNCHUNKED, windows=windows))
+    assert run.phase() is Phase.CONVERGED
+    assert run.status.current_trial is None
 
 
 def test_recommend_mode_converges_without_refining() -> None:

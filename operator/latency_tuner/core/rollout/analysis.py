@@ -84,8 +84,10 @@ def propose_margin(
     hardware: HardwareInfo,
     trials: Sequence[Trial] = (),
     incompatible: Collection[tuple[str, str | None]] = (),
+    subwindows: Sequence[Observation] = (),
 ) -> Change | None:
-    """With the targets met, the change worth a trial for margin (``core.planner.refine``)."""
+    """With the targets met, the change worth a trial for margin (``core.planner.refine``);
+    ``subwindows``: the window's parts, for its noise."""
     return refine(
         observation,
         spec.objectives,
@@ -95,4 +97,5 @@ def propose_margin(
         history(trials),
         incompatible,
         min_improvement=spec.evaluation.min_improvement,
+        subwindows=subwindows,
     )

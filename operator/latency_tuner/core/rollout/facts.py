@@ -23,6 +23,7 @@ from latency_tuner.core.observation import ObservationResult
 from latency_tuner.core.verdict import LONGER_LOOK
 from latency_tuner.vllm.args import VllmCommandLine
 
+RESTING = frozenset({Phase.CONVERGED, Phase.EXHAUSTED})
 BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its noise
 # Intervals of a canary's window, one sample per arm each (Mann-Whitney: 6 against 6 can reach
 # p = 0.002; 5 against 5 is the least ``core.sidebyside`` judges on).
@@ -58,7 +59,10 @@ class Window:
 class Windows(Generic[T]):
     """The windows of one round. ``current``: the last window, always wanted. While a trial is
     judged: ``trial`` (its window), ``baseline`` (the window before it started) and
-    ``baseline_parts`` (that window cut in ``BASELINE_SUBWINDOWS``, for its noise)."""
+    ``baseline_parts`` (that window cut in ``BASELINE_SUBWINDOWS``, for its noise); while a
+    window of the running configuration is due to be judged, ``baseline_parts`` cut the
+    current window so (its noise bars a change for margin as it would bar the trial's
+    verdict)."""
 
     current: T | None = None
     trial: T | None = None
@@ -98,6 +102,8 @@ def windows_needed(
     trial = status.current_trial
     # While a canary runs, the Deployment's own window leaves the canary's pods out.
     current = Window(now.timestamp(), length, "baseline" if is_canary(trial) else "main")
+    if _judges_a_window(spec, status, now):
+        return Windows(current=current, baseline_parts=_parts(current))
     if status.phase is Phase.MEASURING and trial is not None and trial.measure_started_at:
         start = parse_timestamp(trial.measure_started_at).timestamp()
         if now.timestamp() >= start + length and is_canary(trial):
@@ -112,18 +118,45 @@ def windows_needed(
         # A gain just short of the noise bar is looked at over a window twice as long.
         span = length * (LONGER_LOOK if trial.longer else 1)
         if now.timestamp() >= start + span:
-            began = parse_timestamp(trial.started_at).timestamp()
-            part = length / BASELINE_SUBWINDOWS
+            baseline = Window(parse_timestamp(trial.started_at).timestamp(), length)
             return Windows(
                 current=current,
                 trial=Window(start + span, span),
-                baseline=Window(began, length),
-                baseline_parts=tuple(
-                    Window(began - length + (i + 1) * part, part)
-                    for i in range(BASELINE_SUBWINDOWS)
-                ),
+                baseline=baseline,
+                baseline_parts=_parts(baseline),
             )
     return Windows(current=current)
+
+
+def _judges_a_window(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> bool:
+    """Whether this round judges a whole window of the running configuration: observing one
+    that has passed, or resting past the cooldown (the re-check observes at once, on the
+    facts already gathered)."""
+    if status.phase is Phase.OBSERVING:
+        return (
+            status.stable_since is not None
+            and seconds_since(status.stable_since, now) >= spec.evaluation.window_seconds
+        )
+    return status.phase in RESTING and cooldown_over(spec, status, now)
+
+
+def cooldown_over(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> bool:
+    """A resting target's cooldown has passed: it checks its targets again."""
+    return seconds_since(status.phase_since, now) >= spec.evaluation.cooldown_seconds
+
+
+def seconds_since(stamp: str | None, now: datetime) -> float:
+    """Seconds from ``stamp`` to ``now`` (0 when unset)."""
+    return 0.0 if stamp is None else (now - parse_timestamp(stamp)).total_seconds()
+
+
+def _parts(window: Window) -> tuple[Window, ...]:
+    """``window`` cut in ``BASELINE_SUBWINDOWS`` consecutive parts."""
+    part = window.seconds / BASELINE_SUBWINDOWS
+    start = window.end - window.seconds
+    return tuple(
+        Window(start + (i + 1) * part, part, window.arm) for i in range(BASELINE_SUBWINDOWS)
+    )
 
 
 class Blocker(StrEnum):

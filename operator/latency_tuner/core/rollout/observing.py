@@ -117,6 +117,7 @@ def _for_margin(
         facts.hardware,
         r.status.trials,
         {(i.knob, i.value) for i in r.status.incompatible},
+        [w for w in facts.windows.baseline_parts if isinstance(w, Observation)],
     )
     if change is None or _ungated(r, change):  # a lossy one only where the gate can judge it
         return None

@@ -8,11 +8,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from latency_tuner.api.conditions import ConditionType, set_condition
-from latency_tuner.api.durations import format_timestamp, parse_timestamp
+from latency_tuner.api.durations import format_timestamp
 from latency_tuner.api.spec import LatencyTargetSpec
 from latency_tuner.api.status import LatencyTargetStatus, Phase
 from latency_tuner.core.cluster import ContainerConfig
 from latency_tuner.core.rollout.events import Note, Reason
+from latency_tuner.core.rollout.facts import seconds_since
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Round:
 
     def since(self, stamp: str | None) -> float:
         """Seconds from ``stamp`` to now (0 when unset)."""
-        return 0.0 if stamp is None else (self.now - parse_timestamp(stamp)).total_seconds()
+        return seconds_since(stamp, self.now)
 
     def decision(self, reason: str) -> Decision:
         return Decision(

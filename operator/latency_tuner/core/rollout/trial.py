@@ -12,7 +12,7 @@ from latency_tuner.core.knobs import KnobClass, class_of
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import LOAD_TOLERANCE, TRANSIENT_FAILURE, load_of
 from latency_tuner.core.rollout.events import Reason
-from latency_tuner.core.rollout.facts import MetricsFailure, Ready
+from latency_tuner.core.rollout.facts import MetricsFailure, Ready, cooldown_over
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import config_of, metric_snapshot, scored
 from latency_tuner.core.saturation import usable
@@ -341,7 +341,7 @@ def resting(r: Round, facts: Ready) -> Decision:
         r.note(Reason.TARGETS_MISSED, why)
         r.again = True
         return r.decision(f"{reason}: tuning again")
-    if r.since(r.status.phase_since) >= r.spec.evaluation.cooldown_seconds:
+    if cooldown_over(r.spec, r.status, r.now):
         r.phase(Phase.OBSERVING)
         r.again = True
         return r.decision("cooldown over: checking again")

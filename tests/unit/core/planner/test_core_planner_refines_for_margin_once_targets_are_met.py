@@ -27,7 +27,7 @@ from latency_tuner.core.knobs import Change, KnobName
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord, refine
 from latency_tuner.core.score import score
-from latency_tuner.core.verdict import chance_change
+from latency_tuner.core.verdict import chance_change, chance_noise
 from latency_tuner.vllm.args import VllmCommandLine
 
 NO_CHUNKS = command_line("--max-model-len", "8192", "--no-enable-chunked-prefill")
@@ -198,6 +198,27 @@ def test_no_refinement_when_the_expected_gain_is_within_the_windows_noise() -> N
     window = _a_short_queue_on_a_busy_engine(60)
     assert chance_change(score(window, objectives(ttft="1s")), window) > 0.1
     assert _refined_queue(60) is None
+
+
+def _parts(*ttft_p90: float) -> list[Observation]:
+    """Thirds of a 6,000-request window, each with its own TTFT p90."""
+    window = _a_short_queue_on_a_busy_engine(2000)
+    return [window.model_copy(update={"ttft": {**window.ttft, 90: p90}}) for p90 in ttft_p90]
+
+
+def test_no_refinement_when_the_windows_own_parts_differ_by_more_than_the_expected_gain() -> None:
+    # The -8% the model expects clears the -1% that 6,000 requests differ by when drawn from
+    # one load; but the window's thirds read TTFT p90 0.6 .. 1.0 s (a bursty load: what the
+    # verdict's A/A comparison would read too), so two such windows differ by about 20%.
+    noisy = _parts(0.6, 0.85, 1.0)
+    assert chance_noise(noisy, objectives(ttft="1s")) > 0.15
+    window = _a_short_queue_on_a_busy_engine(6000)
+    cl, spec = command_line("--max-num-seqs", "256"), knobs()
+    assert refine(window, objectives(ttft="1s"), cl, spec, A100, subwindows=noisy) is None
+    steady = _parts(0.84, 0.85, 0.86)
+    change = refine(window, objectives(ttft="1s"), cl, spec, A100, subwindows=steady)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_SEQS, "512")
 
 
 def test_no_refinement_below_the_specs_min_improvement() -> None:
