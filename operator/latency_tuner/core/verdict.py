@@ -316,9 +316,8 @@ def _queue_moved(baseline: Observation, trial: Observation) -> tuple[float, floa
         return None
     # Poisson counts: a rate a / t has variance a / t^2.
     sd = math.sqrt(baseline.arrivals / spans[0] ** 2 + trial.arrivals / spans[1] ** 2)
-    if sd <= 0:
-        return None
-    return (trial.arrival_rate - baseline.arrival_rate) / sd, qt - qb, tt - tb
+    z = (trial.arrival_rate - baseline.arrival_rate) / sd if sd > 0 else math.nan
+    return (z, qt - qb, tt - tb) if math.isfinite(z) else None  # a gauge that is no count
 
 
 def _stalled(baseline: Observation, trial: NoData) -> Judgement:

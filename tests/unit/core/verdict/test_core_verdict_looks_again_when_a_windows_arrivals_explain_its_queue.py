@@ -86,8 +86,7 @@ def test_a_better_window_with_more_arrivals_is_kept() -> None:
 
 
 def test_a_queue_time_that_is_not_a_number_leaves_the_verdict_as_it_was() -> None:
+    worse = window(124, ttft_p90=0.581, queue=0.145)
     for hostile in (math.nan, math.inf):
-        trial = window(124, ttft_p90=0.581, queue=0.145).model_copy(
-            update={"queue_time_mean": hostile}
-        )
+        trial = worse.model_copy(update={"queue_time_mean": hostile})
         assert judge(BASELINE, trial).outcome is Outcome.REVERT
