@@ -121,8 +121,9 @@ class MetricSnapshot(StatusModel):
     def latency(self, objective: str) -> float | None:
         """The latency of ``objective`` ("ttft", "itl" or "e2e") in seconds; None if not
         recorded."""
-        value: float | None = getattr(self, f"{objective}_seconds", None)
-        return value
+        return {"ttft": self.ttft_seconds, "itl": self.itl_seconds, "e2e": self.e2e_seconds}.get(
+            objective
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -133,11 +133,14 @@ def _judges_a_window(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: 
     that has passed, or resting past the cooldown (the re-check observes at once, on the
     facts already gathered)."""
     if status.phase is Phase.OBSERVING:
-        return (
-            status.stable_since is not None
-            and seconds_since(status.stable_since, now) >= spec.evaluation.window_seconds
-        )
+        return status.stable_since is not None and window_left(spec, status, now) <= 0
     return status.phase in RESTING and cooldown_over(spec, status, now)
+
+
+def window_left(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> float:
+    """Seconds until a whole window of the running configuration has passed since
+    ``status.stable_since`` (a whole window when it is unset)."""
+    return spec.evaluation.window_seconds - seconds_since(status.stable_since, now)
 
 
 def cooldown_over(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> bool:

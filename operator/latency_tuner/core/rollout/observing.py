@@ -27,7 +27,7 @@ from latency_tuner.core.planner import Exhausted, measured_meeting
 from latency_tuner.core.rollout.analysis import Analysis, analyse, propose, propose_margin
 from latency_tuner.core.rollout.canary import LOSSY_KNOBS
 from latency_tuner.core.rollout.events import Reason
-from latency_tuner.core.rollout.facts import Ready
+from latency_tuner.core.rollout.facts import Ready, window_left
 from latency_tuner.core.rollout.state import Decision, Round
 from latency_tuner.core.rollout.values import (
     changed_arguments,
@@ -60,7 +60,7 @@ def observing(r: Round, facts: Ready) -> Decision:
     if r.status.stable_since is None:
         settle = timedelta(seconds=r.spec.evaluation.settle_seconds)
         r.update(stable_since=format_timestamp(r.now + settle))
-    wait = r.spec.evaluation.window_seconds - r.since(r.status.stable_since)
+    wait = window_left(r.spec, r.status, r.now)
     if wait > 0:
         r.condition(
             ConditionType.PROGRESSING,
