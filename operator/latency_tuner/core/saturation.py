@@ -125,7 +125,9 @@ def in_flight_shift(obs: Observation) -> float | None:
     flight at the end of a window as at its start; one still filling up after a restart (the
     clients of a closed loop coming back, its batch growing to its new size) or draining a
     backlog is not there yet, and its window's latencies are the transient's."""
-    moved = [d for d in (obs.running_delta, obs.waiting_delta) if d is not None]
+    # A gauge that jumped to infinity (a broken or hostile exporter) says nothing of the flow.
+    deltas = (obs.running_delta, obs.waiting_delta)
+    moved = [d for d in deltas if d is not None and math.isfinite(d)]
     if not moved:
         return None
     shift = sum(moved)

@@ -4,11 +4,13 @@ work on, the metrics condition, a pause to resume, a container changed by someon
 
 from __future__ import annotations
 
+import math
+
 from latency_tuner.api.conditions import ConditionType
 from latency_tuner.api.durations import format_duration
 from latency_tuner.api.status import Phase, Trial, Verdict, with_trial
 from latency_tuner.core.diagnosis import NotVllm, diagnose
-from latency_tuner.core.observation import NoData
+from latency_tuner.core.observation import NoData, Observation
 from latency_tuner.core.rollout.events import Reason
 from latency_tuner.core.rollout.facts import (
     Blocked,
@@ -125,7 +127,8 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
             True,
             "Busy",
             f"{current.requests} requests in the window (evaluation.minRequests is {minimum}), "
-            f"but requests were in flight all the time: the server is slow, not idle",
+            f"but requests were in flight all the time: the server is slow, not idle; "
+            f"{_window_for(r, current)}",
         )
     elif current.requests < minimum:
         r.condition(
@@ -142,6 +145,18 @@ def metrics_condition(r: Round, current: WindowResult | None) -> None:
         if coarse is not None:  # a target judged on an interpolated quantile
             message += f"; warning: {coarse}"
         r.condition(ConditionType.METRICS_AVAILABLE, True, "Measured", message)
+
+
+def _window_for(r: Round, busy_window: Observation) -> str:
+    """How long a window of this busy server would take to finish ``minRequests`` at the pace
+    it finished them (``busy`` windows finish at least a few), in words: every verdict on
+    fewer rests on a handful of requests, and only the user can lengthen the window."""
+    minimum = r.spec.evaluation.min_requests
+    needed = math.ceil(busy_window.window_seconds * minimum / max(busy_window.requests, 1))
+    return (
+        f"at this pace a window of {format_duration(needed)} would hold {minimum} "
+        f"(evaluation.window is {r.spec.evaluation.window})"
+    )
 
 
 def fingerprints(trial: Trial) -> tuple[str, ...]:

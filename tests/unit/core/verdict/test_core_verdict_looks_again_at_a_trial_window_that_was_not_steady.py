@@ -75,3 +75,12 @@ def test_a_worse_window_of_requests_that_came_with_the_restarts_wave_is_looked_a
 def test_a_worse_window_begun_after_a_residence_time_is_reverted() -> None:
     assert judge_settled(window(1.3, 0.0), settled_for=10.0).outcome is Outcome.REVERT
     assert judge_settled(window(1.3, 0.0), settled_for=None).outcome is Outcome.REVERT
+
+
+def test_a_gauge_that_jumped_to_infinity_does_not_make_a_window_unsteady() -> None:
+    # A broken (or hostile) exporter's running gauge reads +Inf at the window's end: that says
+    # nothing of the flow, and the worse trial is reverted as a steady one would be.
+    for jumped in (float("inf"), float("-inf")):
+        j = judge(window(0.9, 0.0), window(1.3, jumped))
+        assert j.outcome is Outcome.REVERT
+        assert NOT_STEADY not in j.reason
