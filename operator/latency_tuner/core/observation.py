@@ -10,6 +10,7 @@ Times are in seconds, rates per second, usage as a 0-1 fraction.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -284,5 +285,10 @@ def arrivals(finished: int, running_delta: float | None, waiting_delta: float | 
     """Requests that arrived in a window: those finished plus the growth of those in flight
     (running and waiting, start to end of the window); the finished count when the gauges are
     unknown or fell (a backlog draining finishes requests that arrived before the window)."""
-    grew = [d for d in (running_delta, waiting_delta) if d is not None]
-    return max(float(finished), finished + sum(grew))
+    return max(float(finished), finished + sum(finite_deltas(running_delta, waiting_delta)))
+
+
+def finite_deltas(*deltas: float | None) -> list[float]:
+    """The gauges' changes over a window that are known and finite: one that jumped to
+    infinity (a broken or hostile exporter) says nothing of the requests that came or went."""
+    return [d for d in deltas if d is not None and math.isfinite(d)]

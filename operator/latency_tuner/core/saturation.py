@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 from latency_tuner.core.evidence import Evidence
-from latency_tuner.core.observation import Observation, ObservationResult
+from latency_tuner.core.observation import Observation, ObservationResult, finite_deltas
 
 GROWTH_SIGMAS = 2.0  # backlog growth beyond this many sqrt(arrivals): not a steady queue wandering
 BUSY_IN_FLIGHT = 1.0  # mean requests in flight: the server never idled
@@ -125,9 +125,7 @@ def in_flight_shift(obs: Observation) -> float | None:
     flight at the end of a window as at its start; one still filling up after a restart (the
     clients of a closed loop coming back, its batch growing to its new size) or draining a
     backlog is not there yet, and its window's latencies are the transient's."""
-    # A gauge that jumped to infinity (a broken or hostile exporter) says nothing of the flow.
-    deltas = (obs.running_delta, obs.waiting_delta)
-    moved = [d for d in deltas if d is not None and math.isfinite(d)]
+    moved = finite_deltas(obs.running_delta, obs.waiting_delta)
     if not moved:
         return None
     shift = sum(moved)

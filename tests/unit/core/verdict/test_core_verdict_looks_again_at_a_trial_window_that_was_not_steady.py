@@ -84,3 +84,12 @@ def test_a_gauge_that_jumped_to_infinity_does_not_make_a_window_unsteady() -> No
         j = judge(window(0.9, 0.0), window(1.3, jumped))
         assert j.outcome is Outcome.REVERT
         assert NOT_STEADY not in j.reason
+
+
+def test_a_gauge_that_jumped_to_infinity_adds_no_arrivals() -> None:
+    # The same broken gauge must not make the window's load infinite either (the verdict
+    # compares loads by arrivals, and the arrival-luck check counts them).
+    for jumped in (float("inf"), float("-inf"), float("nan")):
+        seen = window(1.3, jumped)
+        assert seen.arrivals == REQUESTS
+        assert seen.arrival_rate == seen.request_rate
