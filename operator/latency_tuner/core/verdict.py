@@ -316,8 +316,10 @@ def _queue_moved(baseline: Observation, trial: Observation) -> tuple[float, floa
         return None
     # Poisson counts: a rate a / t has variance a / t^2.
     sd = math.sqrt(baseline.arrivals / spans[0] ** 2 + trial.arrivals / spans[1] ** 2)
-    z = (trial.arrival_rate - baseline.arrival_rate) / sd if sd > 0 else math.nan
-    return (z, qt - qb, tt - tb) if math.isfinite(z) else None  # a gauge that is no count
+    if sd <= 0:
+        return None
+    z = (trial.arrival_rate - baseline.arrival_rate) / sd
+    return (z, qt - qb, tt - tb) if math.isfinite(z) else None  # a finished rate that is no rate
 
 
 def _stalled(baseline: Observation, trial: NoData) -> Judgement:

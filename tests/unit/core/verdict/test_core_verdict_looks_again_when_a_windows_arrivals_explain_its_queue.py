@@ -90,3 +90,11 @@ def test_a_queue_time_that_is_not_a_number_leaves_the_verdict_as_it_was() -> Non
     for hostile in (math.nan, math.inf):
         trial = worse.model_copy(update={"queue_time_mean": hostile})
         assert judge(BASELINE, trial).outcome is Outcome.REVERT
+
+
+def test_a_finished_rate_that_is_not_a_number_leaves_the_verdict_as_it_was() -> None:
+    # An arrival rate of inf would read as infinitely many standard deviations of chance.
+    worse = window(124, ttft_p90=0.581, queue=0.145)
+    for hostile in (math.nan, math.inf):
+        trial = worse.model_copy(update={"request_rate": hostile})
+        assert judge(BASELINE, trial).outcome is Outcome.REVERT
