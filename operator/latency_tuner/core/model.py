@@ -9,35 +9,40 @@ prefills take), the prefill (its chunks' steps, the batch decoding alongside), a
 time a request takes from the whole (its share of batched decode steps plus its prefill work).
 
 Calibration: the window's measured means (prefill time, inter-token latency) over the model's
-give one factor per stage, and the rest of TTFT (HTTP, tokenising) is carried over as
-measured, except what a lagging queue-time histogram left out (vLLM records queue time when a
-request finishes, TTFT at its first token), up to the wait Little's law gives the requests
-waiting: that is queue; the candidate's stages are the model's times the same factors, so the
-running configuration forecasts exactly what was measured and a candidate differs only by what the
-model knows of the change. The queue forms at the busier of the engine (one server: the
-engine time a request takes, its decodes batched as fully as the slots allow, so a
-continuous batch that keeps up is not read as a busy server) and its slots (max-num-seqs, or
-the requests the KV cache holds: M/M/c, each slot a server holding a request for its prefill
-and decode, so doubling a nearly full set of slots empties the queue, as Erlang's formula
-says and one fast server does not), with the utilisation read from the measured queue time
-rather than from the arrival rate (closed-loop clients keep a server "busy" without a queue);
-a candidate's utilisation scales with its service time at the same arrivals, and at or beyond
-saturation the queue grows over the window. A candidate with fewer slots than the running
-configuration is also as busy as the requests the window kept running make its slots (Little's
-law): a window with no queue says nothing of slots it did not lack, and 60 requests in flight
-do not fit 32.
+give one factor per stage, and the rest of TTFT (HTTP, tokenising) is carried over as measured,
+except what a lagging queue-time histogram left out (vLLM records queue time when a request
+finishes, TTFT at its first token), up to the wait Little's law gives the requests waiting:
+that is queue; the candidate's stages are the model's times the same factors, so the running
+configuration forecasts exactly what was measured and a candidate differs only by what the
+model knows of the change. The queue forms at the busier of the engine (one server: the engine
+time a request takes, its decodes batched as fully as the slots allow, so a continuous batch
+that keeps up is not read as a busy server) and its slots (max-num-seqs, or the requests the KV
+cache holds: M/M/c, each slot a server holding a request for its prefill and decode, so
+doubling a nearly full set of slots empties the queue, as Erlang's formula says and one fast
+server does not), with the utilisation read from the measured queue time rather than from the
+arrival rate (closed-loop clients keep a server "busy" without a queue); a candidate's
+utilisation scales with its service time at the same arrivals, and at or beyond saturation the
+queue grows over the window. On a saturated window (the waiting queue grew:
+``core.saturation``) the server served all it could: its utilisation is at least its arrivals
+over the requests it finished, and the queue the forecasts' changes are taken from is the wait
+of that growing backlog (the finished requests' queue times only bound it from below), so twice
+the slots of a server run 2.5 times past what it serves still fall behind, less far. A
+candidate with fewer slots than the running configuration is also as busy as the requests the
+window kept running make its slots (Little's law): a window with no queue says nothing of slots
+it did not lack, and 60 requests in flight do not fit 32.
 
-A queue of requests waiting for a slot that does not grow (the window is not saturated) is
-also read as the requests the clients keep in flight: a closed loop holds its requests in the
-system whatever the server does, so with more slots fewer of them wait, and each waits for the
-slots to turn over (Little's law: waiting / throughput, the throughput being the slots over
-the time a request holds one). A candidate's queue is the larger of the two readings, each
-scaled to what the window measured. M/M/1 alone would forecast a server with twice the slots
-nearly queue-free when 64 clients wait on 8 slots, where 16 still leave 48 waiting. Such
-clients also send the next request as one returns, so a candidate that turns their requests
-over faster sees them arrive faster (the requests in flight over the time each takes, at most
-what the engine serves), and the prefills they bring stall more decode steps: the candidate's
-stages are timed at that rate.
+A queue of requests waiting for a slot that does not grow (the window is not saturated) is also
+read as the requests the clients keep in flight: a closed loop holds its requests in the system
+whatever the server does, so with more slots fewer of them wait, and each waits for the slots
+to turn over (Little's law: waiting / throughput, the throughput being the slots over the time
+a request holds one; the candidate's slots scaled by the requests the window ran over the
+model's reading of them, whose KV estimate may be off, but never past its max-num-seqs). A
+candidate's queue is the larger of the two readings, each scaled to what the window measured.
+M/M/1 alone would forecast a server with twice the slots nearly queue-free when 64 clients wait
+on 8 slots, where 16 still leave 48 waiting. Such clients also send the next request as one
+returns, so a candidate that turns their requests over faster sees them arrive faster (the
+requests in flight over the time each takes, at most what the engine serves), and the prefills
+they bring stall more decode steps: the candidate's stages are timed at that rate.
 
 Forecasts are relative changes of the means; the trial applies them to the objectives'
 percentiles, except an ITL objective's, which the model reads as the window does (Prometheus'
@@ -169,6 +174,7 @@ class _Stages:
     # ... with the batch as large as the slots allow: the engine's capacity per request
     full_decode_share: float
     slots: float  # requests that can run at once
+    max_seqs: float  # ... at most, whatever the KV cache holds: max-num-seqs
     # The mixed steps' ITL by kind, with each kind's share of the mixed steps: a prompt's full
     # chunks, its last (shorter) chunk, and steps carrying several prompts' prefills at once.
     mixed_parts: tuple[tuple[float, float], ...] = ()
@@ -294,13 +300,23 @@ def calibrate(
     server = _bottleneck(calibrated, load)
     nominal = server.utilisation
     utilisation = _utilisation(queue, server)
+    behind = saturated(o)
+    if behind and o.requests > 0:
+        # A server falling behind served all it could: its arrivals over the requests it
+        # finished is how far past its capacity the load runs. The queue times of those that
+        # finished only bound that from below (those still waiting will wait longer).
+        utilisation = max(utilisation, o.arrivals / o.requests)
+        # ... and the forecasts' changes are taken from the wait that backlog means, so that
+        # the running configuration forecasts itself: a candidate still behind it waits as
+        # much less as it serves more, one that keeps up waits as a steady queue does.
+        queue = max(queue, _wait(utilisation, server, load.window))
     quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
     readings = (
         calibrated.itl_readings(itl_percentile) if quantile and itl_percentile is not None else ()
     )
     weights = _scale_weights(readings, quantile) if quantile else ()
     waiting = load.demand - load.batch
-    held = queue > 0 and waiting >= MIN_WAITING and not saturated(o)
+    held = queue > 0 and waiting >= MIN_WAITING and not behind
     return Calibration(
         load=load,
         slots=calibrated.slots,
@@ -512,6 +528,7 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
         decode_share=load.output / per_step * step / n,
         full_decode_share=load.output / per_step * full_step / full,
         slots=slots,
+        max_seqs=float(config.max_num_seqs),
     )
 
 
@@ -574,6 +591,7 @@ def _scaled(stages: _Stages, itl_factor: float, prefill_factor: float) -> _Stage
         decode_share=stages.decode_share * itl_factor,
         full_decode_share=stages.full_decode_share * itl_factor,
         slots=stages.slots,
+        max_seqs=stages.max_seqs,
     )
 
 
@@ -618,11 +636,12 @@ def _held_wait(calibration: Calibration, stages: _Stages) -> float:
     window had no steady queue for slots): the requests in flight stay, those beyond the
     candidate's slots wait, and a slot frees every slot time over the slots. Scaled to the
     measured queue, and the slots to the requests the running configuration measured
-    running (the model's KV cache estimate may be off; the ratio of the slots is kept)."""
+    running (the model's KV cache estimate may be off; the ratio of the slots is kept), never
+    past the candidate's max-num-seqs."""
     c, load = calibration, calibration.load
     if not c.held or c.slot_time <= 0 or c.slots <= 0:
         return 0.0
-    slots = stages.slots * load.batch / c.slots
+    slots = min(stages.slots * load.batch / c.slots, stages.max_seqs)
     waiting = max(load.demand - slots, 0.0)
     turnover = _slot_time(stages, load) / slots
     return (

@@ -577,3 +577,71 @@ def test_a_negative_arrival_rate_from_a_hostile_source_gets_no_forecast_and_no_f
     assert calibration is not None
     smaller = engine(cl.with_value("max-num-batched-tokens", "2048"))
     assert model.forecast(calibration, running, smaller) is None
+
+
+def _falling_behind(running: EngineConfig) -> Observation:
+    """8 slots full while 250 requests arrived and 100 finished in two minutes: the waiting
+    queue grew by 150. Those that finished recorded 2 s of queue; those still waiting will
+    wait far longer."""
+    return window_of(
+        running,
+        queue=2.0,
+        requests=100,
+        request_rate=100 / 120,
+        waiting_mean=60.0,
+        waiting_delta=150.0,
+        running_delta=0.0,
+    )
+
+
+def test_a_server_finishing_fewer_requests_than_arrive_needs_capacity_for_all_of_them() -> None:
+    """Arrivals 2.5 times the completions: the load runs 2.5 times past what the 8 slots
+    serve, whatever the 2 s of queue time the finished ones recorded says. Twice the slots
+    still fall behind (less far: a shorter backlog); four times keep up. (Read from the queue
+    time alone, 16 slots were forecast to keep up.)"""
+    running = engine(command_line("--max-num-seqs", "8"))
+    window = _falling_behind(running)
+    calibration = model.calibrate(window, running)
+    assert calibration is not None
+    forecasts = {
+        slots: model.forecast(
+            calibration, running, engine(command_line("--max-num-seqs", str(slots)))
+        )
+        for slots in (8, 16, 32)
+    }
+    same, twice, four = forecasts[8], forecasts[16], forecasts[32]
+    assert same is not None
+    assert twice is not None
+    assert four is not None
+    assert same.saturated
+    assert same.ttft == pytest.approx(0.0, abs=1e-9)
+    assert twice.saturated
+    assert twice.ttft is not None
+    assert -0.9 < twice.ttft < -0.3
+    assert not four.saturated
+    assert four.ttft is not None
+    assert four.ttft < -0.95
+
+
+def test_more_kv_room_runs_no_more_requests_than_max_num_seqs_allows() -> None:
+    """A 32B at a 0.85 memory share whose window ran 31 requests on 32 slots, 32 more
+    waiting: vLLM ran more than the full-length requests the model's KV estimate holds (13),
+    and more room cannot take it past 32, so the queue stays. (Scaled by the window's 31 over
+    the model's 13, more room was forecast to run 50 and cut TTFT by 93%.)"""
+    cl = command_line(
+        "--max-num-seqs", "32", "--gpu-memory-utilization", "0.85", "--max-model-len", "8192",
+        model="Qwen/Qwen2.5-32B-Instruct",
+    )  # fmt: skip
+    running = engine(cl)
+    calibration = model.calibrate(
+        window_of(running, queue=5.0, running=31, waiting_mean=32.0), running
+    )
+    assert calibration is not None
+    assert calibration.held
+    assert calibration.slots < 20
+    for share in ("0.88", "0.95"):
+        roomier = engine(cl.with_value("gpu-memory-utilization", share))
+        forecast = model.forecast(calibration, running, roomier)
+        assert forecast is not None
+        assert forecast.ttft is not None
+        assert abs(forecast.ttft) < 0.1, share

@@ -131,3 +131,17 @@ def test_the_batch_budget_offers_its_rungs_beyond_but_none_below_a_written_max_n
     assert budgets(command_line("--max-num-batched-tokens", "4096")) == [("2048", ("1024", "512"))]
     written = command_line("--max-num-batched-tokens", "4096", "--max-num-seqs", "1024")
     assert budgets(written) == [("2048", ("1024",))]
+
+
+def test_a_server_falling_behind_its_arrivals_goes_past_the_rung_that_only_halves_its_excess() -> (
+    None
+):
+    """Requests arriving 2.5 times as fast as the 8 slots finish them (an open loop: the
+    waiting queue grew by 1.5 times the finished count, 56 waiting on average): 16 slots
+    would still fall behind, so the first move goes past them. Read from the queue time
+    alone (a lower bound of a growing backlog), 16 slots were forecast to clear it."""
+    clients = _clients(64)
+    window = clients.model_copy(update={"waiting_delta": 1.5 * clients.requests})
+    change = _plan(window)
+    assert int(change.to_value or 0) > 16
+    assert "past 16" in change.reason
