@@ -310,6 +310,8 @@ def calibrate(
         # the running configuration forecasts itself: a candidate still behind it waits as
         # much less as it serves more, one that keeps up waits as a steady queue does.
         queue = max(queue, _wait(utilisation, server, load.window))
+        if not math.isfinite(queue):
+            return None  # a backlog past any number: a gauge no server filled (hostile)
     quantile = o.itl.get(itl_percentile) if itl_percentile is not None else None
     readings = (
         calibrated.itl_readings(itl_percentile) if quantile and itl_percentile is not None else ()

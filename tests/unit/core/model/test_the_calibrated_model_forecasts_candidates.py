@@ -645,3 +645,15 @@ def test_more_kv_room_runs_no_more_requests_than_max_num_seqs_allows() -> None:
         assert forecast is not None
         assert forecast.ttft is not None
         assert abs(forecast.ttft) < 0.1, share
+
+
+def test_a_backlog_gauge_past_any_real_number_leaves_the_model_uncalibrated() -> None:
+    """A pod's /metrics is the tenant's: a waiting gauge that grew by 1e308 over a day's
+    window would make the backlog's wait infinite, and every forecast's change NaN. The
+    model then says nothing (None), as for any series that is not a number."""
+    running = engine(command_line("--max-num-seqs", "8"))
+    hostile = _falling_behind(running).model_copy(
+        update={"waiting_delta": 1e308, "window_seconds": 86400.0}
+    )
+    assert model.calibrate(hostile, running) is None
+    assert model.calibrate(_falling_behind(running), running) is not None
