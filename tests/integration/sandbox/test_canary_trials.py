@@ -37,6 +37,26 @@ def two_replicas(name: str, change: Callable[[dict[str, Any]], None] | None = No
     return Scenario.from_mapping(data, f"{name} with two replicas")
 
 
+def queueing_on_two_pods(change: Callable[[dict[str, Any]], None] | None = None) -> Scenario:
+    """The queueing scenario on two replicas of one slot each (--max-num-seqs 1, not 4).
+
+    With four slots a pod, a load generator starved of CPU (a loaded CI machine) kept fewer of
+    its 24 closed-loop users in flight than the pods had slots: neither arm queued, the first
+    window met the target and the trial became a refinement that found no difference. One slot
+    a pod queues whatever the generator keeps in flight, and its slower pods ask less of it."""
+
+    def one_slot(data: dict[str, Any]) -> None:
+        container = data["deployment"]["spec"]["template"]["spec"]["containers"][0]
+        container["args"] = [
+            "--max-num-seqs=1" if a == "--max-num-seqs=4" else a for a in container["args"]
+        ]
+        assert "--max-num-seqs=1" in container["args"]
+        if change is not None:
+            change(data)
+
+    return two_replicas("queueing", one_slot)
+
+
 async def main_deployment(run: DemoRun) -> dict[str, Any]:
     found = await run.sandbox.get(
         "apps/v1", "Deployment", run.scenario.deployment_name, run.sandbox.namespace
@@ -83,7 +103,7 @@ class CanaryWatch:
 
 
 async def test_a_better_canary_is_kept_and_promoted(tmp_path: Path) -> None:
-    chosen = two_replicas("queueing")
+    chosen = queueing_on_two_pods()
     async with demo_run(chosen, workdir=tmp_path) as run:
         await run.sandbox.apply_latency_target()
         with CanaryWatch(run) as watch:
@@ -98,7 +118,7 @@ async def test_a_better_canary_is_kept_and_promoted(tmp_path: Path) -> None:
     assert (trial["knob"], trial["verdict"], trial["strategy"]) == ("maxNumSeqs", "Keep", "Canary")
     assert "Mann-Whitney U" in trial["reason"]
     assert "p=" in trial["reason"]
-    assert "--max-num-seqs=4" not in args  # promoted onto the Deployment
+    assert "--max-num-seqs=1" not in args  # promoted onto the Deployment
     assert left == []  # the canary is gone
     assert main["spec"]["replicas"] == 2  # the replica given back
     assert watch.main_replicas == {1, 2}  # one fewer while the canary ran
@@ -106,12 +126,13 @@ async def test_a_better_canary_is_kept_and_promoted(tmp_path: Path) -> None:
 
 
 def _demand_the_impossible(data: dict[str, Any]) -> None:
-    # Any improvement short of 99% is "too little": the canary must be refused.
-    data["latencyTarget"]["spec"]["evaluation"]["minImprovement"] = 0.99
+    # Any improvement short of 99.99% is "too little": the canary must be refused (one slot a
+    # pod queues for seconds, so the canary's queue-free TTFT is better by 99% and more).
+    data["latencyTarget"]["spec"]["evaluation"]["minImprovement"] = 0.9999
 
 
 async def test_a_refused_canary_never_touches_the_deployments_template(tmp_path: Path) -> None:
-    chosen = two_replicas("queueing", _demand_the_impossible)
+    chosen = queueing_on_two_pods(_demand_the_impossible)
     async with demo_run(chosen, workdir=tmp_path) as run:
         before = await main_deployment(run)
         args = await run.container_args()
@@ -225,7 +246,7 @@ async def test_a_configmap_without_the_opt_in_label_refuses_the_lossy_change_and
 async def test_the_operator_killed_mid_canary_resumes_without_a_second_canary(
     tmp_path: Path,
 ) -> None:
-    chosen = two_replicas("queueing")
+    chosen = queueing_on_two_pods()
     async with demo_run(chosen, workdir=tmp_path) as run:
         await run.sandbox.apply_latency_target()
         with CanaryWatch(run) as watch:
@@ -238,7 +259,7 @@ async def test_the_operator_killed_mid_canary_resumes_without_a_second_canary(
         left = await canaries(run)
         main = await main_deployment(run)
     assert finished(status), json.dumps(status, indent=1)
-    assert [t["verdict"] for t in status["trials"]][:1] == ["Keep"]
+    assert [t["verdict"] for t in status["trials"]][:1] == ["Keep"], json.dumps(status, indent=1)
     assert run.operator.starts == 2
     assert len(watch.uids) == 1  # the restarted operator found its canary, made none
     assert watch.most == 1
@@ -257,7 +278,7 @@ def _on_delete(policy: str) -> Callable[[dict[str, Any]], None]:
 async def test_deleting_the_target_mid_canary_removes_the_canary_and_gives_the_replica_back(
     tmp_path: Path, policy: str
 ) -> None:
-    chosen = two_replicas("queueing", _on_delete(policy))
+    chosen = queueing_on_two_pods(_on_delete(policy))
     async with demo_run(chosen, workdir=tmp_path) as run:
         args = await run.container_args()
         await run.sandbox.apply_latency_target()
