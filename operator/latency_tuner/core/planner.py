@@ -110,6 +110,7 @@ from latency_tuner.core.verdict import (
     BOTH_SATURATED,
     STEP_ON_SATURATED,
     chance_change,
+    chance_gain,
     chance_noise,
 )
 from latency_tuner.perf.config import EngineConfig
@@ -298,9 +299,6 @@ def plan(
         # is worth a rollout where it expects none of them to come near.
         open_.sort(key=lambda c: (c.sort_key()[0], not _on_the_way(c, way, forecasts)))
     destination = way.gpus if way is not None else None
-    # A change whose pods waited for GPUs is retried, but after the others: the cluster may
-    # have room by then, and the rest did not have to wait for it.
-    open_.sort(key=lambda c: _failed_transiently(c, history))
 
     def open_rung(candidate: Candidate) -> bool:
         return (
@@ -310,9 +308,22 @@ def plan(
             is None
         )
 
-    # A continuation that leaves the cheapest way waits: the model expects it not to come near.
+    telling = _telling(diagnosis.score, now, observation, forecasts, open_rung, destination)
+    # A change whose gain, as the model expects it, its trial could not tell from chance waits
+    # behind those it expects to gain beyond that, whatever their kinds (the fixes of the
+    # deployment's own problems first still): the verdict would revert it even if the model
+    # were right, so its rollout would buy nothing either way.
+    open_.sort(key=lambda c: (c.sort_key()[0], not telling(c)))
+    # A change whose pods waited for GPUs is retried, but after the others: the cluster may
+    # have room by then, and the rest did not have to wait for it.
+    open_.sort(key=lambda c: _failed_transiently(c, history))
+
+    # A continuation that leaves the cheapest way waits: the model expects it not to come near;
+    # so does one whose expected gain is below chance.
     follow = [
-        c for c in _continuation(open_, history, config, hardware) if _on_the_way(c, way, forecasts)
+        c
+        for c in _continuation(open_, history, config, hardware)
+        if _on_the_way(c, way, forecasts) and telling(c)
     ]
     if follow:
         chosen = _farther(follow[0], forecasts, open_rung, destination)
@@ -641,6 +652,34 @@ def _on_the_way(candidate: Candidate, way: reach.Way | None, forecasts: _Forecas
     if way.knob_class is KnobClass.LOSSY:
         return candidate.knob_class is KnobClass.LOSSY and after <= gpus
     return gpus < after <= way.gpus
+
+
+def _telling(
+    now: Score | None,
+    violation: float,
+    observation: Observation,
+    forecasts: _Forecasts | None,
+    open_rung: Callable[[Candidate], bool],
+    most_gpus: int | None,
+) -> Callable[[Candidate], bool]:
+    """Whether the calibrated model expects a candidate, taken as far as the planner would
+    take it (``_farther``), to lower the window's violation by more than its trial could tell
+    from chance (``verdict.chance_gain`` of this window; ``violation``: the window's, as
+    ``_violation`` reads it). Every candidate is, where the model cannot say (for the window,
+    or for the candidate) or the window has no such bar."""
+    if forecasts is None or now is None:
+        return lambda _: True
+    chance = chance_gain(now, observation)
+    if violation <= 0 or chance <= 0:
+        return lambda _: True
+    bar = violation * (1.0 - chance)
+
+    def telling(candidate: Candidate) -> bool:
+        farthest = _farther(candidate, forecasts, open_rung, most_gpus)
+        # No forecast (a variant the model does not know): nothing says its gain is small.
+        return forecasts.expected(farthest) is None or forecasts.violation(farthest) < bar
+
+    return telling
 
 
 def _farther(

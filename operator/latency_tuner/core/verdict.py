@@ -496,6 +496,18 @@ def chance_change(now: Score, window: Observation) -> float:
     return _required(0.0, _sampling_noise(now, now, (window, window), True, total))
 
 
+def chance_gain(now: Score, window: Observation) -> float:
+    """The relative fall of the violation score (``Score.value``) that a trial's window of the
+    same size and spread as ``window`` would show against it by sampling alone, as ``_compare``
+    computes it (capped as there): what a change that misses the targets now must be expected
+    to gain for its trial to tell it from chance. 0 when nothing is missed or the window lacks
+    the quantiles to read its spread from."""
+    value = now.value
+    if value is None or value <= 0:
+        return 0.0
+    return _required(0.0, _sampling_noise(now, now, (window, window), False, value))
+
+
 def chance_noise(subwindows: Sequence[Observation], objectives: Objectives) -> float:
     """The relative change of the sum of latency/target ratios that two windows differ by with
     nothing changed, read from ``subwindows`` of one window (an A/A comparison, as
