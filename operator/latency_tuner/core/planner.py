@@ -59,7 +59,14 @@ reached by safe changes alone to come near them and a lossy one on the running G
 them, a lossy move goes first; where it expects nothing on the running GPUs to come near and
 some configuration on more GPUs to meet them, a move towards the fewest such GPUs goes first
 (a cheaper change judged on GPUs that cannot do is judged again once they change), and a move
-along a ladder does not jump past them. A continuation off that way waits too.
+along a ladder does not jump past them. A continuation off that way waits too. And a candidate
+the model expects (taken as far along its ladder as it would go) to lower the window's
+violation by less than its trial could tell from chance (``verdict.chance_gain``: the
+sampling noise of a window like this one, as the verdict weighs it) waits behind those it
+expects to lower it by more, whatever their kinds, and is not continued: the verdict would
+revert it even if the model were right. One it expects to meet the targets always clears that
+bar, so this never puts a move to more GPUs ahead of a cheaper one expected to meet them; a
+candidate the model cannot forecast (a variant it does not know) keeps its place.
 
 ``refine`` is the planner once the targets are met: the one change, if any, of a class the
 deployment already pays for (safe, or lossy while a kept lossy change is in effect) and of any
