@@ -8,12 +8,13 @@ from __future__ import annotations
 from tests.unit.core.builders import H100, command_line, knobs, objectives, window_of, with_spread
 
 from latency_tuner.api.spec import Knobs
+from latency_tuner.api.status import Verdict
 from latency_tuner.core import model
 from latency_tuner.core.diagnosis import diagnose
 from latency_tuner.core.knobs import Change
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord, plan
-from latency_tuner.core.verdict import Verdict, chance_gain
+from latency_tuner.core.verdict import chance_gain
 
 QWEN_32B = "Qwen/Qwen2.5-32B-Instruct"
 RUNNING = command_line("--max-model-len", "8192", "--max-num-seqs", "8", model=QWEN_32B)
