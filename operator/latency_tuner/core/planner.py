@@ -315,7 +315,7 @@ def plan(
             is None
         )
 
-    telling = _telling(diagnosis.score, now, observation, forecasts, open_rung, destination)
+    telling = _telling(diagnosis, observation, forecasts, open_rung, destination)
     # A change whose gain, as the model expects it, its trial could not tell from chance waits
     # behind those it expects to gain beyond that, whatever their kinds (the fixes of the
     # deployment's own problems first still): the verdict would revert it even if the model
@@ -662,8 +662,7 @@ def _on_the_way(candidate: Candidate, way: reach.Way | None, forecasts: _Forecas
 
 
 def _telling(
-    now: Score | None,
-    violation: float,
+    diagnosis: Diagnosis,
     observation: Observation,
     forecasts: _Forecasts | None,
     open_rung: Callable[[Candidate], bool],
@@ -671,12 +670,12 @@ def _telling(
 ) -> Callable[[Candidate], bool]:
     """Whether the calibrated model expects a candidate, taken as far as the planner would
     take it (``_farther``), to lower the window's violation by more than its trial could tell
-    from chance (``verdict.chance_gain`` of this window; ``violation``: the window's, as
-    ``_violation`` reads it). Every candidate is, where the model cannot say (for the window,
-    or for the candidate) or the window has no such bar."""
-    if forecasts is None or now is None:
+    from chance (``verdict.chance_gain`` of this window). Every candidate is, where the model
+    cannot say (for the window, or for the candidate) or the window has no such bar."""
+    if forecasts is None or diagnosis.score is None:
         return lambda _: True
-    chance = chance_gain(now, observation)
+    violation = _violation(diagnosis)
+    chance = chance_gain(diagnosis.score, observation)
     if violation <= 0 or chance <= 0:
         return lambda _: True
     bar = violation * (1.0 - chance)

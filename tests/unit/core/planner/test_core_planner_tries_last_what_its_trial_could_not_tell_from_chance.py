@@ -15,6 +15,7 @@ from latency_tuner.core.knobs import Change
 from latency_tuner.core.observation import Observation
 from latency_tuner.core.planner import TrialRecord, plan
 from latency_tuner.core.verdict import chance_gain
+from latency_tuner.vllm.args import VllmCommandLine
 
 QWEN_32B = "Qwen/Qwen2.5-32B-Instruct"
 RUNNING = command_line("--max-model-len", "8192", "--max-num-seqs", "8", model=QWEN_32B)
@@ -29,10 +30,10 @@ SPEC = knobs(
 GOAL = objectives(ttft="1s", itl="30ms", percentile=90)
 
 
-def _queued_on_eight_slots() -> Observation:
+def _queued_on_eight_slots(running: VllmCommandLine = RUNNING) -> Observation:
     """A 32B on one H100 as the roofline times it: 8 slots full, 8 requests waiting 2 s for
     one (TTFT p90 2.5 times its target); more KV room does not add slots max-num-seqs caps."""
-    engine = model.engine_config(RUNNING, 1, H100)
+    engine = model.engine_config(running, 1, H100)
     assert engine is not None
     window = window_of(engine, running=8, queue=2.0, waiting_mean=8.0, request_rate=2.0)
     return with_spread(window, running_max=8.0, waiting_max=12.0)
@@ -69,3 +70,20 @@ def test_without_a_move_expected_beyond_chance_the_cheapest_kind_stays_first() -
     tried = TrialRecord("maxNumSeqs", "8", "16", Verdict.REVERT, load=window.load)
     move = _first_move(spec, (tried,))
     assert move.knob.value == "gpuMemoryUtilization"
+
+
+def test_a_kept_move_is_not_continued_where_its_next_rung_gains_nothing_a_trial_could_see() -> None:
+    # A larger memory share was kept (0.85 -> 0.90) and more slots reverted: the next rung of
+    # the memory share adds no slot, so TP 2 goes before continuing it.
+    running = command_line(
+        "--max-model-len", "8192", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.9",
+        model=QWEN_32B,
+    )  # fmt: skip
+    window = _queued_on_eight_slots(running)
+    history = (
+        TrialRecord("gpuMemoryUtilization", "0.85", "0.9", Verdict.KEEP, load=window.load),
+        TrialRecord("maxNumSeqs", "8", "16", Verdict.REVERT, load=window.load),
+    )
+    move = plan(diagnose(window, GOAL, running, H100, SPEC), window, running, SPEC, H100, history)
+    assert isinstance(move, Change), move
+    assert (move.knob.value, move.to_value) == ("tensorParallel", "2")
