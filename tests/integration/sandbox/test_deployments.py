@@ -208,7 +208,12 @@ async def test_deleting_a_deployment_stops_its_processes_and_deletes_its_pods(
     await eventually(lambda: asyncio.sleep(0, not sandbox.pods()))
     assert await _pods(sandbox) == []
     assert not any(alive(pid or 0) for pid in pids)
-    assert await sandbox.get("apps/v1", "ReplicaSet", f"llm-{thash}") is None
+
+    async def replicaset_gone() -> bool:
+        return await sandbox.get("apps/v1", "ReplicaSet", f"llm-{thash}") is None
+
+    # The runner deletes the ReplicaSet on its pass after the last pod is gone.
+    await eventually(replicaset_gone)
     assert sandbox.targets() == []
 
 
