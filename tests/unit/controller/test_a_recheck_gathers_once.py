@@ -79,8 +79,9 @@ async def test_a_recheck_after_the_cooldown_reads_the_world_once() -> None:
     assert outcome.reasons[0] == "cooldown over: checking again"
     assert len(outcome.reasons) >= 2  # and the check itself, on the same facts
     # One window, read whole and in thirds (their spread bars a change for margin, should the
-    # targets be met): one gather for both steps.
-    windows = 1 + BASELINE_SUBWINDOWS
+    # targets be met), and the configuration's longer window (what a give-up is judged on):
+    # one gather for both steps.
+    windows = 1 + BASELINE_SUBWINDOWS + 1
     assert (deployments.reads, nodes.reads, script.observe_calls) == (1, 1, windows)
     assert len(targets.written) == 1  # Converged -> Observing -> Converged: one write
     assert targets.written[0].phase.value == "Converged"

@@ -8,6 +8,7 @@ same shape for what to measure (``windows_needed``: ``Windows[Window]``) and wha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,6 +29,9 @@ BASELINE_SUBWINDOWS = 3  # sub-windows of the baseline window, to estimate its n
 # Intervals of a canary's window, one sample per arm each (Mann-Whitney: 6 against 6 can reach
 # p = 0.002; 5 against 5 is the least ``core.sidebyside`` judges on).
 CANARY_INTERVALS = 6
+# The longest look back, in evaluation windows, at the running configuration before giving up on
+# it (``Windows.settled``): four times the requests of one window halve its sampling error.
+SETTLED_WINDOWS = 4
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"  # the operator-wide default; the spec's TP may name another
 
 T = TypeVar("T")
@@ -62,18 +66,23 @@ class Windows(Generic[T]):
     ``baseline_parts`` (that window cut in ``BASELINE_SUBWINDOWS``, for its noise); while a
     window of the running configuration is due to be judged, ``baseline_parts`` cut the
     current window so (its noise bars a change for margin as it would bar the trial's
-    verdict)."""
+    verdict), and ``settled`` is the running configuration since it settled, up to
+    ``SETTLED_WINDOWS`` windows, when that is longer than the current window (the operator
+    gives up on a configuration only on all of that)."""
 
     current: T | None = None
     trial: T | None = None
     baseline: T | None = None
+    settled: T | None = None
     baseline_parts: tuple[T, ...] = ()
     canary_arm: tuple[T, ...] = ()  # a canary trial's window, interval by interval
     baseline_arm: tuple[T, ...] = ()  # the same intervals of the baseline pods
 
     def all(self) -> list[T]:
         """Every window, in a fixed order (``map`` rebuilds from it)."""
-        named = [w for w in (self.current, self.trial, self.baseline) if w is not None]
+        named = [
+            w for w in (self.current, self.trial, self.baseline, self.settled) if w is not None
+        ]
         return [*named, *self.baseline_parts, *self.canary_arm, *self.baseline_arm]
 
     def fill(self, results: Sequence[U]) -> Windows[U]:
@@ -83,6 +92,7 @@ class Windows(Generic[T]):
             current=None if self.current is None else next(it),
             trial=None if self.trial is None else next(it),
             baseline=None if self.baseline is None else next(it),
+            settled=None if self.settled is None else next(it),
             baseline_parts=tuple(next(it) for _ in self.baseline_parts),
             canary_arm=tuple(next(it) for _ in self.canary_arm),
             baseline_arm=tuple(next(it) for _ in self.baseline_arm),
@@ -103,7 +113,11 @@ def windows_needed(
     # While a canary runs, the Deployment's own window leaves the canary's pods out.
     current = Window(now.timestamp(), length, "baseline" if is_canary(trial) else "main")
     if _judges_a_window(spec, status, now):
-        return Windows(current=current, baseline_parts=_parts(current))
+        return Windows(
+            current=current,
+            baseline_parts=_parts(current),
+            settled=_settled(status, now, current),
+        )
     if status.phase is Phase.MEASURING and trial is not None and trial.measure_started_at:
         start = parse_timestamp(trial.measure_started_at).timestamp()
         if now.timestamp() >= start + length and is_canary(trial):
@@ -137,10 +151,23 @@ def _judges_a_window(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: 
     return status.phase in RESTING and cooldown_over(spec, status, now)
 
 
+def _settled(status: LatencyTargetStatus, now: datetime, current: Window) -> Window | None:
+    """The running configuration's window since ``status.stable_since``, in whole seconds and
+    at most ``SETTLED_WINDOWS`` times ``current``; None when it is no longer than ``current``."""
+    seconds = math.floor(
+        min(seconds_since(status.stable_since, now), SETTLED_WINDOWS * current.seconds)
+    )
+    return Window(current.end, seconds, current.arm) if seconds > current.seconds else None
+
+
 def window_left(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> float:
     """Seconds until a whole window of the running configuration has passed since
-    ``status.stable_since`` (a whole window when it is unset)."""
-    return spec.evaluation.window_seconds - seconds_since(status.stable_since, now)
+    ``status.stable_since`` (a whole window when it is unset) and, after a near miss, since
+    ``status.near_miss_at`` (the one more window it measures)."""
+    since = seconds_since(status.stable_since, now)
+    if status.near_miss_at is not None:
+        since = min(since, seconds_since(status.near_miss_at, now))
+    return spec.evaluation.window_seconds - since
 
 
 def cooldown_over(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> bool:

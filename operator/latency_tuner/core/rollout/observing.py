@@ -39,6 +39,7 @@ from latency_tuner.core.rollout.values import (
     predictions,
     target_container,
 )
+from latency_tuner.core.saturation import usable
 from latency_tuner.core.score import Score, score
 from latency_tuner.core.verdict import chance_miss
 from latency_tuner.vllm.defaults import config_hash
@@ -83,22 +84,40 @@ def observing(r: Round, facts: Ready) -> Decision:
     r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
     result = score(obs, r.spec.objectives)
     if result.met:
-        # A re-check after the cooldown finds them met again: no Event for that, only for
-        # targets met that were not (or not known to be) before.
-        was_met = is_condition_true(r.status.conditions, ConditionType.TARGETS_MET)
-        r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", result.describe())
-        if r.status.phase is not Phase.CONVERGED and not was_met:
-            r.note(Reason.TARGETS_MET, result.describe())
+        _targets_met(r, result.describe())
         margin = _for_margin(r, facts, obs)
         if margin is not None:
             change, target = margin
             return _start_trial(r, change, obs, target, facts, refinement=True)
-        r.condition(ConditionType.PROGRESSING, False, "Converged", "targets met")
-        r.update(recommendation=None, near_miss_at=None)
-        r.phase(Phase.CONVERGED)
-        return r.decision("targets met")
+        return _converge(r, "targets met")
     r.condition(ConditionType.TARGETS_MET, False, "TargetsMissed", result.describe())
     return _next_change(r, facts, analysis, obs, result)
+
+
+def _targets_met(r: Round, words: str) -> None:
+    """TargetsMet True; an Event only for targets met that were not (or not known to be)
+    before (a re-check after the cooldown that finds them met again is not news)."""
+    was_met = is_condition_true(r.status.conditions, ConditionType.TARGETS_MET)
+    r.condition(ConditionType.TARGETS_MET, True, "TargetsMet", words)
+    if r.status.phase is not Phase.CONVERGED and not was_met:
+        r.note(Reason.TARGETS_MET, words)
+
+
+def _converge(r: Round, why: str) -> Decision:
+    r.condition(ConditionType.PROGRESSING, False, "Converged", why)
+    r.update(recommendation=None, near_miss_at=None)
+    r.phase(Phase.CONVERGED)
+    return r.decision(why)
+
+
+def _settled(r: Round, facts: Ready) -> tuple[Observation, Score] | None:
+    """The running configuration's longer window (``Windows.settled``) and its score, when it
+    was measured and may be judged."""
+    settled = facts.windows.settled
+    if not isinstance(settled, Observation) or not usable(settled, r.spec.evaluation.min_requests):
+        return None
+    result = score(settled, r.spec.objectives)
+    return (settled, result) if result.value is not None else None
 
 
 def _for_margin(
@@ -156,13 +175,37 @@ def _next_change(
             proposal.advice,
         )
     if isinstance(proposal, Exhausted):
+        # Nothing left to try: give up only on all the running configuration has shown since it
+        # settled, not on its last window alone (a latency near its target's percentile, a
+        # bimodal one, swings from window to window).
+        settled = _settled(r, facts)
+        if settled is not None:
+            last = result
+            obs, result = settled
+            if result.met:
+                longer = analyse(
+                    r.spec, obs, facts.command_line, facts.hardware, image=facts.container.image
+                )
+                r.update(
+                    observed=metric_snapshot(r.spec, obs, r.stamp),
+                    diagnosis=diagnosis_status(longer.diagnosis),
+                )
+                words = (
+                    f"{result.describe()} over the last {format_duration(obs.window_seconds)} "
+                    f"({obs.requests} requests), though not over the last window alone "
+                    f"({last.describe()})"
+                )
+                _targets_met(r, words)
+                return _converge(r, "targets met over the configuration's longer window")
         near = result.value is not None and result.value <= max(NEAR_MISS, chance_miss(result, obs))
         # The configuration running met the targets in its last trial's window: this one
         # window (after a rollback, say) is not enough to give up on it either.
         met_before = measured_meeting(history(r.status.trials), result, obs.load)
         if (near or met_before) and not recommend_only and r.status.near_miss_at is None:
             # Within the measurement noise of the targets: one window is not enough to give up.
-            r.update(near_miss_at=r.stamp, stable_since=r.stamp)
+            # One more window after this one (``facts.window_left``), and the configuration's
+            # longer window grows by it.
+            r.update(near_miss_at=r.stamp)
             met = "this configuration met them in its last trial's window, " if not near else ""
             r.condition(
                 ConditionType.PROGRESSING,
