@@ -56,7 +56,6 @@ def test_the_longer_window_spans_the_configuration_since_it_settled_up_to_four_w
     assert windows_needed(run.spec, run.status, at).settled == Window(at.timestamp(), 150.0)
     # Ten windows: the last four.
     at = settled_at + timedelta(seconds=10 * WINDOW)
-    assert SETTLED_WINDOWS == 4
     assert windows_needed(run.spec, run.status, at).settled == Window(at.timestamp(), 4 * WINDOW)
     # Not while a window is not due to be judged.
     assert windows_needed(run.spec, run.status, settled_at).settled is None

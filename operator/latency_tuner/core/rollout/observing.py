@@ -39,7 +39,6 @@ from latency_tuner.core.rollout.values import (
     predictions,
     target_container,
 )
-from latency_tuner.core.saturation import usable
 from latency_tuner.core.score import Score, score
 from latency_tuner.core.verdict import chance_miss
 from latency_tuner.vllm.defaults import config_hash
@@ -110,14 +109,19 @@ def _converge(r: Round, why: str) -> Decision:
     return r.decision(why)
 
 
-def _settled(r: Round, facts: Ready) -> tuple[Observation, Score] | None:
-    """The running configuration's longer window (``Windows.settled``) and its score, when it
-    was measured and may be judged."""
-    settled = facts.windows.settled
-    if not isinstance(settled, Observation) or not usable(settled, r.spec.evaluation.min_requests):
+def _longer_window(r: Round, facts: Ready) -> tuple[Observation, Score, Analysis] | None:
+    """The running configuration's longer window (``Windows.settled``), its score and its
+    analysis, when it was measured and may be judged."""
+    if facts.windows.settled is None:
         return None
-    result = score(settled, r.spec.objectives)
-    return (settled, result) if result.value is not None else None
+    longer = analyse(
+        r.spec, facts.windows.settled, facts.command_line, facts.hardware,
+        image=facts.container.image,
+    )  # fmt: skip
+    if longer.usable is None:
+        return None
+    result = score(longer.usable, r.spec.objectives)
+    return (longer.usable, result, longer) if result.value is not None else None
 
 
 def _for_margin(
@@ -178,17 +182,14 @@ def _next_change(
         # Nothing left to try: give up only on all the running configuration has shown since it
         # settled, not on its last window alone (a latency near its target's percentile, a
         # bimodal one, swings from window to window).
-        settled = _settled(r, facts)
-        if settled is not None:
+        longer = _longer_window(r, facts)
+        if longer is not None:
             last = result
-            obs, result = settled
+            obs, result, analysed = longer
             if result.met:
-                longer = analyse(
-                    r.spec, obs, facts.command_line, facts.hardware, image=facts.container.image
-                )
                 r.update(
                     observed=metric_snapshot(r.spec, obs, r.stamp),
-                    diagnosis=diagnosis_status(longer.diagnosis),
+                    diagnosis=diagnosis_status(analysed.diagnosis),
                 )
                 words = (
                     f"{result.describe()} over the last {format_duration(obs.window_seconds)} "
