@@ -15,7 +15,10 @@
   or fewer from a busy or saturated server: ``core.saturation.usable``) meets every target, and
   the window twice as long right after it meets them with at least ``minRequests`` requests.
 - **The oracle measures steady state**: every allowed configuration on its own trace, after
-  ``steady_warmup`` (never a window with a cold start), over two windows.
+  ``steady_warmup`` (never a window with a cold start), over ``STEADY_WINDOWS`` windows: long
+  enough that a percentile at a jump of a bimodal distribution (decodes that sometimes stall
+  behind long prefills) reads the same on another trace; over two windows such a verdict was a
+  coin toss.
 
 Pure arithmetic on virtual seconds.
 """
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 
 TICK_SECONDS = 10.0  # the operator's timer interval: when anyone looks at the Deployment
 STEADY_MIN_WARMUP = 45.0  # the oracle skips at least this much after a pod starts
-STEADY_WINDOWS = 2  # the oracle's window, in evaluation windows
+STEADY_WINDOWS = 8  # the oracle's window, in evaluation windows
 
 
 def next_look(t: float) -> float:
