@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 
 from latency_tuner.convergence.evaluate import Measured, Measurer, meets
+from latency_tuner.convergence.protocol import steady_min_requests
 from latency_tuner.convergence.scenario import Scenario
 from latency_tuner.convergence.space import Point, dimensions, hardware_of, start_container
 from latency_tuner.core.cluster import ContainerConfig
@@ -100,7 +101,9 @@ def quality(evaluator: Measurer, container: ContainerConfig) -> Quality:
     if not isinstance(result, Measured) or not isinstance(result.steady, Observation):
         return Quality(False, math.inf, gpus)
     s = score(result.steady, scenario.objectives)
-    ok = meets(result.steady, scenario.objectives, scenario.evaluation.min_requests)
+    ok = meets(
+        result.steady, scenario.objectives, steady_min_requests(scenario.evaluation.min_requests)
+    )
     if ok:
         return Quality(True, s.tie_break or 0.0, gpus)
     return Quality(False, s.value if s.value is not None else math.inf, gpus)

@@ -17,8 +17,9 @@
 - **The oracle measures steady state**: every allowed configuration on its own trace, after
   ``steady_warmup`` (never a window with a cold start), over ``STEADY_WINDOWS`` windows: long
   enough that a percentile at a jump of a bimodal distribution (decodes that sometimes stall
-  behind long prefills) reads the same on another trace; over two windows such a verdict was a
-  coin toss.
+  behind long prefills) reads the same on another trace (over two windows such a verdict was a
+  coin toss). It meets only holding ``minRequests`` per confirming window
+  (``steady_min_requests``), as the success rule asks.
 
 Pure arithmetic on virtual seconds.
 """
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 TICK_SECONDS = 10.0  # the operator's timer interval: when anyone looks at the Deployment
 STEADY_MIN_WARMUP = 45.0  # the oracle skips at least this much after a pod starts
 STEADY_WINDOWS = 8  # the oracle's window, in evaluation windows
+CONFIRM_WINDOWS = 2  # the window that must agree with a meeting one, in evaluation windows
 
 
 def next_look(t: float) -> float:
@@ -56,7 +58,15 @@ def confirm_window(judged: float, window: float, not_before: float = 0.0) -> tup
     drifting load, starting no sooner than ``drift_settled`` (the oracle scores the drifted
     rate's steady state: a configuration that met the early load must hold there too)."""
     start = max(judged, not_before)
-    return start, start + 2 * window
+    return start, start + CONFIRM_WINDOWS * window
+
+
+def steady_min_requests(min_requests: int) -> int:
+    """The requests the oracle's steady window must hold for its configuration to count as
+    meeting: ``minRequests`` per confirming window, at that rate over ``STEADY_WINDOWS``. A
+    configuration too slow to finish ``minRequests`` in a confirming window is never confirmed
+    by any method; over a longer window it must not pass on the count alone."""
+    return math.ceil(min_requests * STEADY_WINDOWS / CONFIRM_WINDOWS)
 
 
 def drift_settled(drift_seconds: float, settle: float, window: float) -> float:

@@ -7,7 +7,7 @@ import math
 import pytest
 from tests.unit.benchmarks.support import short_chats
 
-from latency_tuner.convergence import baselines, oracle
+from latency_tuner.convergence import baselines, oracle, protocol
 from latency_tuner.convergence.evaluate import Failed, Measured, Result
 from latency_tuner.convergence.scenario import Scenario, parse_scenario
 from latency_tuner.convergence.space import Point, build_space, start_container
@@ -233,3 +233,30 @@ def test_a_quiet_window_with_few_requests_is_still_not_a_success(
     scenario, points = space
     result = baselines.run_grid(QuietStage(scenario, {"8": 0.05, "16": 0.08}), points, 12, 0)
     assert not result.success
+
+
+def test_the_oracle_counts_a_configuration_as_meeting_only_at_the_confirming_windows_rate(
+    space: tuple[Scenario, list[Point]],
+) -> None:
+    """A configuration meeting the targets with fewer requests over the oracle's long window
+    than minRequests per confirming window could never be confirmed by any method: over
+    STEADY_WINDOWS windows the count scales with the window."""
+    scenario, points = space
+    needed = protocol.steady_min_requests(scenario.evaluation.min_requests)
+    assert needed > scenario.evaluation.min_requests  # the oracle's window is the longer one
+
+    class Slow(Table):
+        def __init__(self, requests: int) -> None:
+            super().__init__(scenario, {"8": 0.4, "16": 0.08})
+            self.requests = requests
+
+        def measure(self, container: ContainerConfig) -> Result:
+            result = super().measure(container)
+            if isinstance(result, Measured) and isinstance(result.steady, Observation):
+                return Measured(window(result.steady.ttft[90], requests=self.requests))
+            return result
+
+    assert not oracle.search(Slow(needed - 1), points).feasible
+    best = oracle.search(Slow(needed), points)
+    assert best.feasible
+    assert best.best is points[1]
