@@ -173,51 +173,77 @@ def _sim_command(args: Sequence[str]) -> list[str]:
     return [sys.executable, "-m", "latency_tuner.cli", "sim", *args]
 
 
+PORT_ATTEMPTS = 3  # a free port can be taken by another process before the server binds it
+
+
+def _start(server: Server) -> RunningServer:
+    port = free_port()
+    # A file, not a pipe: nobody drains a pipe, and a full one blocks the server.
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by the caller
+    process = subprocess.Popen(
+        _sim_command([*server.sim_args(), "--host", "127.0.0.1", "--port", str(port)]),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return RunningServer(server, f"http://127.0.0.1:{port}", port, process, log)
+
+
+def _stop(r: RunningServer) -> None:
+    if r.process.poll() is None:
+        r.process.send_signal(signal.SIGTERM)
+    try:
+        r.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        r.process.kill()
+        r.process.wait()
+    r.log.close()
+
+
 @contextlib.contextmanager
 def start_servers(
     servers: Sequence[Server], *, ready_timeout: float = 60.0
 ) -> Iterator[dict[str, RunningServer]]:
     """All ``servers`` started at once and ready (``/health`` 200); SIGTERM to each at the end.
-    Keyed by deployment name."""
+    Keyed by deployment name. A server whose port another process took between ``free_port``
+    and its bind starts again on another port (up to ``PORT_ATTEMPTS`` times)."""
     running: dict[str, RunningServer] = {}
     try:
         for server in servers:
-            port = free_port()
-            # A file, not a pipe: nobody drains a pipe, and a full one blocks the server.
-            log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in finally
-            process = subprocess.Popen(
-                _sim_command([*server.sim_args(), "--host", "127.0.0.1", "--port", str(port)]),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                text=True,
-            )
-            running[server.deployment] = RunningServer(
-                server, f"http://127.0.0.1:{port}", port, process, log
-            )
-        _wait_all_ready(list(running.values()), ready_timeout)
+            running[server.deployment] = _start(server)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            lost = _wait_all_ready(list(running.values()), ready_timeout)
+            if not lost:
+                break
+            for r in lost:
+                if attempt == PORT_ATTEMPTS:
+                    raise RuntimeError(
+                        f"simulator {r.server.deployment} found no free port:\n{r.log_text()}"
+                    )
+                _stop(r)
+                running[r.server.deployment] = _start(r.server)
         yield running
     finally:
         for r in running.values():
-            if r.process.poll() is None:
-                r.process.send_signal(signal.SIGTERM)
-        for r in running.values():
-            try:
-                r.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                r.process.kill()
-                r.process.wait()
-            r.log.close()
+            _stop(r)
 
 
-def _wait_all_ready(servers: list[RunningServer], timeout: float) -> None:
+def _wait_all_ready(servers: list[RunningServer], timeout: float) -> list[RunningServer]:
+    """Waits until every server is ready; returns those that exited because their port was
+    taken (any other exit is an error)."""
     deadline = time.monotonic() + timeout
     pending = list(servers)
+    lost: list[RunningServer] = []
     while pending:
         for r in list(pending):
             if r.process.poll() is not None:
+                text = r.log_text()
+                if "address already in use" in text:
+                    pending.remove(r)
+                    lost.append(r)
+                    continue
                 raise RuntimeError(
-                    f"simulator {r.server.deployment} exited with {r.process.returncode}:\n"
-                    f"{r.log_text()}"
+                    f"simulator {r.server.deployment} exited with {r.process.returncode}:\n{text}"
                 )
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{r.url}/health", timeout=1.0).status_code == 200:
@@ -226,6 +252,7 @@ def _wait_all_ready(servers: list[RunningServer], timeout: float) -> None:
             names = ", ".join(r.server.deployment for r in pending)
             raise TimeoutError(f"simulators not ready in {timeout} s: {names}")
         time.sleep(0.05)
+    return lost
 
 
 @contextlib.contextmanager
