@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import httpx
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.simulator.support import Sim
 
 from latency_tuner.core.prommath import histogram_quantile
 from latency_tuner.loadgen.config import BenchConfig
@@ -190,13 +190,7 @@ def _start(server: Server) -> RunningServer:
 
 
 def _stop(r: RunningServer) -> None:
-    if r.process.poll() is None:
-        r.process.send_signal(signal.SIGTERM)
-    try:
-        r.process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        r.process.kill()
-        r.process.wait()
+    Sim(r.url, r.process).stop()  # SIGTERM, then a kill after 10 s
     r.log.close()
 
 
