@@ -377,6 +377,11 @@ async def _reconcile(body: kopf.Body, memo: kopf.Memo, claims: Any) -> None:
     metrics: OperatorMetrics = memo.metrics
     key = slot_key(namespace, name, body.get("spec") or {}, scraped=memo.get("scrape") is not None)
     async with memo.locks[(namespace, name)], memo.slots.slot(key):
+        if body["metadata"].get("deletionTimestamp"):
+            # A timer that waited for the lock behind the delete handlers (kopf stops timers
+            # on deletion but lets a running one finish): after the restore it must not patch
+            # the Deployment again, nor record series that ``forget`` removes.
+            return
         try:
             if not await memo.gate.may_act(body):
                 return  # another shard's target, or its claim is still live
