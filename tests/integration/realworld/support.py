@@ -14,26 +14,24 @@ import contextlib
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.simulator.support import Sim
+from tests.integration.simulator.support import Sim, running_sims
 
 from latency_tuner.core.prommath import histogram_quantile
 from latency_tuner.loadgen.config import BenchConfig
 from latency_tuner.loadgen.results import BenchResult
 from latency_tuner.loadgen.runner import run_benchmark
-from latency_tuner.sandbox.prometheus import PrometheusRunner, Target, binary, free_port
+from latency_tuner.sandbox.prometheus import PrometheusRunner, Target, binary
 
 NAMESPACE = "ml"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -107,10 +105,15 @@ def write_yaml(directory: Path, name: str, document: dict[str, Any]) -> Path:
 @dataclass
 class RunningServer:
     server: Server
-    url: str
-    port: int
-    process: subprocess.Popen[str]
-    log: IO[str]
+    sim: Sim
+
+    @property
+    def url(self) -> str:
+        return self.sim.url
+
+    @property
+    def port(self) -> int:
+        return self.sim.port
 
     def target(self) -> Target:
         return Target(f"127.0.0.1:{self.port}", self.server.labels())
@@ -120,10 +123,6 @@ class RunningServer:
 
     def metrics(self) -> ServerMetrics:
         return ServerMetrics.parse(self.metrics_text())
-
-    def log_text(self) -> str:
-        self.log.seek(0)
-        return self.log.read()
 
 
 @dataclass(frozen=True)
@@ -169,84 +168,15 @@ TPOT = "vllm:request_time_per_output_token_seconds"
 PREEMPTIONS = "vllm:num_preemptions_total"
 
 
-def _sim_command(args: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "latency_tuner.cli", "sim", *args]
-
-
-PORT_ATTEMPTS = 3  # a free port can be taken by another process before the server binds it
-
-
-def _start(server: Server) -> RunningServer:
-    port = free_port()
-    # A file, not a pipe: nobody drains a pipe, and a full one blocks the server.
-    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by the caller
-    process = subprocess.Popen(
-        _sim_command([*server.sim_args(), "--host", "127.0.0.1", "--port", str(port)]),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    return RunningServer(server, f"http://127.0.0.1:{port}", port, process, log)
-
-
-def _stop(r: RunningServer) -> None:
-    Sim(r.url, r.process).stop()  # SIGTERM, then a kill after 10 s
-    r.log.close()
-
-
 @contextlib.contextmanager
 def start_servers(
     servers: Sequence[Server], *, ready_timeout: float = 60.0
 ) -> Iterator[dict[str, RunningServer]]:
     """All ``servers`` started at once and ready (``/health`` 200); SIGTERM to each at the end.
-    Keyed by deployment name. A server whose port another process took between ``free_port``
-    and its bind starts again on another port (up to ``PORT_ATTEMPTS`` times)."""
-    running: dict[str, RunningServer] = {}
-    try:
-        for server in servers:
-            running[server.deployment] = _start(server)
-        for attempt in range(1, PORT_ATTEMPTS + 1):
-            lost = _wait_all_ready(list(running.values()), ready_timeout)
-            if not lost:
-                break
-            for r in lost:
-                if attempt == PORT_ATTEMPTS:
-                    raise RuntimeError(
-                        f"simulator {r.server.deployment} found no free port:\n{r.log_text()}"
-                    )
-                _stop(r)
-                running[r.server.deployment] = _start(r.server)
-        yield running
-    finally:
-        for r in running.values():
-            _stop(r)
-
-
-def _wait_all_ready(servers: list[RunningServer], timeout: float) -> list[RunningServer]:
-    """Waits until every server is ready; returns those that exited because their port was
-    taken (any other exit is an error)."""
-    deadline = time.monotonic() + timeout
-    pending = list(servers)
-    lost: list[RunningServer] = []
-    while pending:
-        for r in list(pending):
-            if r.process.poll() is not None:
-                text = r.log_text()
-                if "address already in use" in text:
-                    pending.remove(r)
-                    lost.append(r)
-                    continue
-                raise RuntimeError(
-                    f"simulator {r.server.deployment} exited with {r.process.returncode}:\n{text}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{r.url}/health", timeout=1.0).status_code == 200:
-                    pending.remove(r)
-        if pending and time.monotonic() > deadline:
-            names = ", ".join(r.server.deployment for r in pending)
-            raise TimeoutError(f"simulators not ready in {timeout} s: {names}")
-        time.sleep(0.05)
-    return lost
+    Keyed by deployment name."""
+    commands = [server.sim_args() for server in servers]
+    with running_sims(commands, ready_timeout=ready_timeout) as sims:
+        yield {s.deployment: RunningServer(s, sim) for s, sim in zip(servers, sims, strict=True)}
 
 
 @contextlib.contextmanager
