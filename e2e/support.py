@@ -60,8 +60,9 @@ def story(result: TuningReport) -> str:
     to their first keys, which hides the verdicts and reasons that explain a failure."""
     lines = [f"phase {result.phase}, targets met {result.targets_met}, problems {result.problems}"]
     lines += [
-        f"trial {t.get('id')}: {t.get('knob')} {t.get('from')} -> {t.get('to')}: "
-        f"{t.get('verdict')}: {t.get('reason')}"
+        f"trial {t.get('id')}{' (for margin)' if t.get('refinement') else ''}: "
+        f"{t.get('knob')} {t.get('from')} -> {t.get('to')}: {t.get('verdict')}: "
+        f"{t.get('reason')}; before {t.get('before')}, after {t.get('after')}"
         for t in result.trials
     ]
     lines += [
