@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
-from latency_tuner.api.durations import parse_timestamp
+from latency_tuner.api.durations import parse_duration, parse_timestamp
 from latency_tuner.api.spec import LatencyTargetSpec, Strategy
 from latency_tuner.api.status import LatencyTargetStatus, Phase, Trial
 from latency_tuner.core.cluster import ContainerConfig, RolloutFacts
@@ -129,10 +129,12 @@ def windows_needed(
                 canary_arm=tuple(Window(end, step, "canary") for end in ends),
                 baseline_arm=tuple(Window(end, step, "baseline") for end in ends),
             )
-        # A gain just short of the noise bar is looked at over a window twice as long.
-        span = length * (LONGER_LOOK if trial.longer else 1)
+        # The trial is judged against the window it was chosen on, and measured at least as
+        # long; a gain just short of the noise bar is looked at over a window twice as long.
+        before = _chosen_on(trial, length)
+        span = max(length * (LONGER_LOOK if trial.longer else 1), before)
         if now.timestamp() >= start + span:
-            baseline = Window(parse_timestamp(trial.started_at).timestamp(), length)
+            baseline = Window(parse_timestamp(trial.started_at).timestamp(), before)
             return Windows(
                 current=current,
                 trial=Window(start + span, span),
@@ -140,6 +142,19 @@ def windows_needed(
                 baseline_parts=_parts(baseline),
             )
     return Windows(current=current)
+
+
+def _chosen_on(trial: Trial, length: float) -> float:
+    """The length of the window ``trial`` was chosen on (its ``before`` snapshot): one
+    evaluation window, or the configuration's longer one (``settled``) when one window held too
+    few requests to act on. Bounded to what the operator can have used, as anyone allowed to
+    patch the status can write it."""
+    text = trial.before.window if trial.before is not None else None
+    try:
+        seconds = parse_duration(text) if text else length
+    except ValueError:
+        seconds = length
+    return min(max(seconds, length), SETTLED_WINDOWS * length)
 
 
 def _judges_a_window(spec: LatencyTargetSpec, status: LatencyTargetStatus, now: datetime) -> bool:

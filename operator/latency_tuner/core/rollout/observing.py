@@ -76,21 +76,50 @@ def observing(r: Round, facts: Ready) -> Decision:
         facts.hardware,
         image=facts.container.image,
     )
-    r.update(diagnosis=diagnosis_status(analysis.diagnosis))
+    pooled = False
     if analysis.usable is None:
-        return r.decision("no usable window: nothing to act on")
+        # Too few requests in one window (a server so slow that one or two finish in it, or
+        # light traffic): the running configuration's longer window may hold enough.
+        longer = _settled_analysis(r, facts)
+        if longer is None:
+            r.update(diagnosis=diagnosis_status(analysis.diagnosis))
+            return r.decision("no usable window: nothing to act on")
+        analysis, pooled = longer, True
+    r.update(diagnosis=diagnosis_status(analysis.diagnosis))
     obs = analysis.usable
+    assert obs is not None
+    if pooled:
+        _pooled(r, facts, obs)
     r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
     result = score(obs, r.spec.objectives)
     if result.met:
-        _targets_met(r, result.describe())
+        _targets_met(r, result.describe() + (_over(obs) if pooled else ""))
         margin = _for_margin(r, facts, obs)
         if margin is not None:
             change, target = margin
             return _start_trial(r, change, obs, target, facts, refinement=True)
         return _converge(r, "targets met")
-    r.condition(ConditionType.TARGETS_MET, False, "TargetsMissed", result.describe())
+    words = result.describe() + (_over(obs) if pooled else "")
+    r.condition(ConditionType.TARGETS_MET, False, "TargetsMissed", words)
     return _next_change(r, facts, analysis, obs, result)
+
+
+def _pooled(r: Round, facts: Ready, obs: Observation) -> None:
+    """Say that the decision rests on the configuration's longer window, and why."""
+    current = facts.windows.current
+    held = f"{current.requests} requests" if isinstance(current, Observation) else "none"
+    r.condition(
+        ConditionType.METRICS_AVAILABLE,
+        True,
+        "Pooled",
+        f"{obs.requests} requests over the configuration's last "
+        f"{format_duration(obs.window_seconds)} (one window of {r.spec.evaluation.window} held "
+        f"{held}; evaluation.minRequests is {r.spec.evaluation.min_requests})",
+    )
+
+
+def _over(obs: Observation) -> str:
+    return f" over the last {format_duration(obs.window_seconds)} ({obs.requests} requests)"
 
 
 def _targets_met(r: Round, words: str) -> None:
@@ -109,16 +138,23 @@ def _converge(r: Round, why: str) -> Decision:
     return r.decision(why)
 
 
-def _longer_window(r: Round, facts: Ready) -> tuple[Observation, Score, Analysis] | None:
-    """The running configuration's longer window (``Windows.settled``), its score and its
-    analysis, when it was measured and may be judged."""
+def _settled_analysis(r: Round, facts: Ready) -> Analysis | None:
+    """The running configuration's longer window (``Windows.settled``), analysed, when it was
+    measured and may be judged."""
     if facts.windows.settled is None:
         return None
     longer = analyse(
         r.spec, facts.windows.settled, facts.command_line, facts.hardware,
         image=facts.container.image,
     )  # fmt: skip
-    if longer.usable is None:
+    return longer if longer.usable is not None else None
+
+
+def _longer_window(r: Round, facts: Ready) -> tuple[Observation, Score, Analysis] | None:
+    """The running configuration's longer window, its score and its analysis, when it was
+    measured and may be judged."""
+    longer = _settled_analysis(r, facts)
+    if longer is None or longer.usable is None:
         return None
     result = score(longer.usable, r.spec.objectives)
     return (longer.usable, result, longer) if result.value is not None else None
@@ -192,8 +228,7 @@ def _next_change(
                     diagnosis=diagnosis_status(analysed.diagnosis),
                 )
                 words = (
-                    f"{result.describe()} over the last {format_duration(obs.window_seconds)} "
-                    f"({obs.requests} requests), though not over the last window alone "
+                    f"{result.describe()}{_over(obs)}, though not over the last window alone "
                     f"({last.describe()})"
                 )
                 _targets_met(r, words)
