@@ -200,8 +200,11 @@ async def test_a_prometheus_frozen_while_a_trial_is_measured_is_restarted_and_th
         status = await run.wait_for(converged, within=240)
         assert converged(status), await run.explain()
         assert prometheus.restarts == 1
-    [trial] = status["trials"]
-    assert (trial["knob"], trial["verdict"]) == ("prefixCaching", "Keep"), trial
+    # The trial measured across the freeze was judged and kept; any after it (for margin, or
+    # a window a loaded machine pushed over) was judged too, not left.
+    first, *later = status["trials"]
+    assert (first["knob"], first["verdict"]) == ("prefixCaching", "Keep"), first
+    assert all(t["verdict"] in ("Keep", "Revert") for t in later), later
 
 
 async def test_without_prometheus_the_operator_scrapes_the_pods_itself_and_converges(

@@ -68,7 +68,8 @@ class Windows(Generic[T]):
     current window so (its noise bars a change for margin as it would bar the trial's
     verdict), and ``settled`` is the running configuration since it settled, up to
     ``SETTLED_WINDOWS`` windows, when that is longer than the current window (the operator
-    gives up on a configuration only on all of that)."""
+    gives up on a configuration only on all of that, and acts on it when the current window
+    holds too few requests to act on)."""
 
     current: T | None = None
     trial: T | None = None
