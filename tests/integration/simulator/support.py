@@ -59,7 +59,7 @@ class Sim:
 
 def _launch(args: Sequence[str]) -> Sim:
     port = free_port()
-    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by start_sims' caller
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by running_sims
     process = subprocess.Popen(
         sim_command(*args, "--host", "127.0.0.1", "--port", str(port)),
         stdout=log,

@@ -76,18 +76,16 @@ def observing(r: Round, facts: Ready) -> Decision:
         facts.hardware,
         image=facts.container.image,
     )
-    pooled = False
-    if analysis.usable is None:
+    obs, pooled = analysis.usable, False
+    if obs is None:
         # Too few requests in one window (a server so slow that one or two finish in it, or
         # light traffic): the running configuration's longer window may hold enough.
         longer = _settled_analysis(r, facts)
         if longer is None:
             r.update(diagnosis=diagnosis_status(analysis.diagnosis))
             return r.decision("no usable window: nothing to act on")
-        analysis, pooled = longer, True
+        (obs, analysis), pooled = longer, True
     r.update(diagnosis=diagnosis_status(analysis.diagnosis))
-    obs = analysis.usable
-    assert obs is not None
     if pooled:
         _pooled(r, facts, obs)
     r.update(observed=metric_snapshot(r.spec, obs, r.stamp))
@@ -138,26 +136,27 @@ def _converge(r: Round, why: str) -> Decision:
     return r.decision(why)
 
 
-def _settled_analysis(r: Round, facts: Ready) -> Analysis | None:
-    """The running configuration's longer window (``Windows.settled``), analysed, when it was
-    measured and may be judged."""
+def _settled_analysis(r: Round, facts: Ready) -> tuple[Observation, Analysis] | None:
+    """The running configuration's longer window (``Windows.settled``) and its analysis, when
+    it was measured and may be judged."""
     if facts.windows.settled is None:
         return None
     longer = analyse(
         r.spec, facts.windows.settled, facts.command_line, facts.hardware,
         image=facts.container.image,
     )  # fmt: skip
-    return longer if longer.usable is not None else None
+    return (longer.usable, longer) if longer.usable is not None else None
 
 
 def _longer_window(r: Round, facts: Ready) -> tuple[Observation, Score, Analysis] | None:
     """The running configuration's longer window, its score and its analysis, when it was
     measured and may be judged."""
     longer = _settled_analysis(r, facts)
-    if longer is None or longer.usable is None:
+    if longer is None:
         return None
-    result = score(longer.usable, r.spec.objectives)
-    return (longer.usable, result, longer) if result.value is not None else None
+    obs, analysed = longer
+    result = score(obs, r.spec.objectives)
+    return (obs, result, analysed) if result.value is not None else None
 
 
 def _for_margin(
