@@ -48,19 +48,23 @@ Forecasts are relative changes of the means; the trial applies them to the objec
 percentiles, except an ITL objective's, which the model reads as the window does (Prometheus'
 interpolation in vLLM's histogram buckets) from its mixture of decode-only and prefilling
 steps: the prefilling ones by kind, a prompt's full chunks apart from its shorter last one (the
-tail sees the longer step, not their mean), and, where the budget has room beside a whole
-prompt, the steps that also prefill the prompts that arrived within a step's time (Poisson
-arrivals), up to the budget (which the running decodes take their share of first; the prompt
-tokens arriving fill as many prefilling steps as those steps hold). The step times are known
-up to a common factor, so that quantile's change is the mean over ``EDGE_SCALES`` of the
-candidate's reading over the running one's, each scale weighed by a prior around 1 and by how
+tail sees the longer step, not their mean; with another prompt waiting that last chunk shares
+its step with the next prompt's first), and, where the budget has room beside a whole prompt,
+the steps that also prefill the prompts that arrived within a step's time (Poisson arrivals),
+up to the budget (which the running decodes take their share of first; the prompt tokens
+arriving fill as many prefilling steps as those steps hold, tokens counted by the step, not
+by the prompt). The step times are known up to a common factor and the share of prefilling
+steps up to another, so that quantile's change is the mean over ``EDGE_POINTS`` of the
+candidate's reading over the running one's, each pair weighed by a prior around 1 and by how
 well the running configuration's reading at it agrees with the window's: a step just over a
-bucket edge does not flip the forecast, and a window whose tail reads 43 ms is not forecast as
-if its tail steps might sit under the 25 ms edge. There is no forecast (None) where the model
-does not describe the deployment: an unknown model or GPU, a command line vLLM would refuse,
-a stage the window did not measure, a prefix cache whose hit rate nobody has measured yet, or
-a calibration factor beyond ``TRUSTED_FACTOR`` (the model off by more than that on this
-deployment: its knob effects are not to be trusted either). Pure: no I/O, no clock.
+bucket edge does not flip the forecast, a window whose tail reads 43 ms is not forecast as if
+its tail steps might sit under the 25 ms edge, and a p99 read at 107 ms where the model counts
+just under 1% of prefilling tokens (it would read 25 ms) is read as that 1% and more. There is
+no forecast (None) where the model does not describe the deployment: an unknown model or GPU,
+a command line vLLM would refuse, a stage the window did not measure, a prefix cache whose hit
+rate nobody has measured yet, or a calibration factor beyond ``TRUSTED_FACTOR`` (the model off
+by more than that on this deployment: its knob effects are not to be trusted either). Pure: no
+I/O, no clock.
 """
 
 from __future__ import annotations
@@ -112,10 +116,23 @@ EDGE_SCALES = tuple(math.exp(x / 20) for x in range(-10, 11))  # about 0.61 .. 1
 # The prior on that factor (standard deviation of its log): the mean ITL pins the steps within
 # about +-15%; a window whose tail reading no scale near 1 agrees with pulls it farther.
 SCALE_SPREAD = 0.08
+# The share of tokens that come from prefilling steps is known only as well as the model's
+# count of those steps (arrivals, chunks, prompts sharing a step): a tail at the edge of that
+# share (a p99 where 1% of the tokens prefill) reads 10 ms or 100 ms on a few tenths of a
+# percent. The same factor applies to both configurations (what the model miscounts in one it
+# miscounts in the other); its prior is wider than the step times' (the mean ITL barely pins it).
+SHARE_SCALES = tuple(math.exp(x / 5) for x in range(-3, 4))  # about 0.55 .. 1.82
+SHARE_SPREAD = 0.25
+# Every (step time factor, prefill share factor) a quantile's forecast weighs.
+EDGE_POINTS = tuple((u, v) for u in EDGE_SCALES for v in SHARE_SCALES)
 # How far (log ratio, one standard deviation) the model's reading of the running
 # configuration's ITL quantile may sit from the window's and still agree with it: about the
 # sampling error of a tail quantile in one window.
 READING_SPREAD = 0.1
+# A refinement counts on the ITL change at least this share of the likely scales' weight
+# reaches (``Forecast.cautious``): a 24.8 ms step is as likely 25.3 ms, on the other side of an
+# edge, and halving a tail on one side is nothing on the other.
+CAUTIOUS_SHARE = 0.75
 MIN_WEIGHT = 1e-3  # scales weighing less (relative to the likeliest) are left out of a forecast
 # Requests timed per decode step at most: a command line or a gauge can claim any number, and a
 # forecast must stay cheap on the operator's loop whatever a tenant writes.
@@ -135,10 +152,20 @@ class Forecast:
     itl: float | None
     e2e: float | None
     saturated: bool = False
+    # The ITL change at the unlucky side of where vLLM's bucket edges may fall among the steps
+    # (``CAUTIOUS_SHARE`` of the likely scales' weight forecasts no more); None: as ``itl``.
+    itl_cautious: float | None = None
 
     def change(self, objective: ObjectiveName) -> float | None:
         value: float | None = getattr(self, objective)
         return value
+
+    def cautious(self) -> Forecast:
+        """This forecast with the ITL change most of the likely scales reach: a change worth
+        a rollout only on the bucket edges falling the lucky way is not counted on."""
+        if self.itl_cautious is None or self.itl is None:
+            return self
+        return replace(self, itl=max(self.itl, self.itl_cautious), itl_cautious=None)
 
     def ratio(self, objective: ObjectiveScore) -> float | None:
         """The objective's expected ratio to its threshold: its measured ratio times the
@@ -179,23 +206,24 @@ class _Stages:
     # chunks, its last (shorter) chunk, and steps carrying several prompts' prefills at once.
     mixed_parts: tuple[tuple[float, float], ...] = ()
 
-    def itl_at(self, percentile: int, scale: float = 1.0) -> float:
+    def itl_at(self, percentile: int, scale: float = 1.0, share: float = 1.0) -> float:
         """The ITL quantile as a window reads it: ``histogram_quantile`` over vLLM's ITL buckets
         of the tokens of steps that only decode and of steps that also prefill, each at its
-        step's time (times ``scale``). Prometheus interpolates within a bucket, so while both
-        configurations' tokens stay in the same buckets the reading follows their shares
-        there, not their times: 16 ms and 11 ms prefill steps read alike in the 10-25 ms
-        bucket."""
+        step's time (times ``scale``), the prefilling ones ``share`` times as many as the model
+        counts. Prometheus interpolates within a bucket, so while both configurations' tokens
+        stay in the same buckets the reading follows their shares there, not their times: 16
+        ms and 11 ms prefill steps read alike in the 10-25 ms bucket."""
         parts = self.mixed_parts or ((self.mixed_itl, 1.0),)
-        mixed = [(t * scale, self.mixed_share * w) for t, w in parts]
-        tokens = [(self.decode_itl * scale, 1.0 - self.mixed_share), *mixed]
-        counts = [(le, sum(share for t, share in tokens if t <= le)) for le in ITL_BUCKETS]
+        prefilling = min(self.mixed_share * share, 1.0)
+        mixed = [(t * scale, prefilling * w) for t, w in parts]
+        tokens = [(self.decode_itl * scale, 1.0 - prefilling), *mixed]
+        counts = [(le, sum(n for t, n in tokens if t <= le)) for le in ITL_BUCKETS]
         reading = histogram_quantile(percentile / 100.0, [*counts, (math.inf, 1.0)])
         return reading if reading is not None and math.isfinite(reading) else self.mixed_itl * scale
 
     def itl_readings(self, percentile: int) -> tuple[float, ...]:
-        """``itl_at`` with the step times scaled by each of ``EDGE_SCALES``."""
-        return tuple(self.itl_at(percentile, u) for u in EDGE_SCALES)
+        """``itl_at`` at each of ``EDGE_POINTS``."""
+        return tuple(self.itl_at(percentile, u, v) for u, v in EDGE_POINTS)
 
 
 @dataclass(frozen=True)
@@ -215,7 +243,7 @@ class Calibration:
     itl: float  # measured mean time per output token
     # The ITL objective's percentile and the window's ITL there (None: no ITL objective, or
     # the window has no such quantile; forecasts then move the mean), the model's reading of
-    # it on the running configuration at each of ``EDGE_SCALES`` (empty: no quantile), and
+    # it on the running configuration at each of ``EDGE_POINTS`` (empty: no quantile), and
     # how likely each scale is given the window's reading (``_scale_weights``).
     itl_percentile: int | None = None
     itl_quantile: float | None = None
@@ -228,10 +256,20 @@ class Calibration:
 
     @property
     def itl_quantile_factor(self) -> float:
-        """The window's ITL quantile over the model's reading of it at the likeliest scale (1
-        where either is unknown)."""
-        best = max(zip(self.itl_weights, self.itl_readings, strict=True), default=(0.0, 0.0))[1]
-        return self.itl_quantile / best if self.itl_quantile and best else 1.0
+        """The window's ITL quantile over the model's reading of it at the likeliest of the
+        plausible ``EDGE_POINTS`` (1 where either is unknown): those within two of their
+        prior's standard deviations, so that a tail only step times half again as long as
+        the mean ITL says, with twice the prefilling steps, would make is not called one the
+        model describes."""
+        if len(self.itl_weights) != len(EDGE_POINTS) or not self.itl_quantile:
+            return 1.0
+        plausible = [
+            (w, r)
+            for (u, v), w, r in zip(EDGE_POINTS, self.itl_weights, self.itl_readings, strict=True)
+            if abs(math.log(u)) <= 2 * SCALE_SPREAD and abs(math.log(v)) <= 2 * SHARE_SPREAD
+        ]
+        best = max(plausible, default=(0.0, 0.0))[1]
+        return self.itl_quantile / best if best else 1.0
 
     @property
     def trusted(self) -> bool:
@@ -339,17 +377,19 @@ def calibrate(
 
 
 def _scale_weights(readings: tuple[float, ...], quantile: float) -> tuple[float, ...]:
-    """How likely each of ``EDGE_SCALES`` is, relative to the likeliest (1): its prior
-    (``SCALE_SPREAD``) times how well the model's reading of the running configuration's ITL
-    quantile at it agrees with the window's ``quantile`` (``READING_SPREAD``). The window says
-    on which side of a bucket edge its tail steps fall, which the mean ITL the step times are
-    calibrated on does not: a reading of 43 ms all but rules out the scales that read 24 ms."""
-    if not (quantile > 0 and math.isfinite(quantile)) or len(readings) != len(EDGE_SCALES):
+    """How likely each of ``EDGE_POINTS`` is, relative to the likeliest (1): its prior
+    (``SCALE_SPREAD``, ``SHARE_SPREAD``) times how well the model's reading of the running
+    configuration's ITL quantile at it agrees with the window's ``quantile``
+    (``READING_SPREAD``). The window says on which side of a bucket edge its tail steps fall,
+    which the mean ITL the step times are calibrated on does not: a reading of 43 ms all but
+    rules out the scales that read 24 ms."""
+    if not (quantile > 0 and math.isfinite(quantile)) or len(readings) != len(EDGE_POINTS):
         return ()
     logs = [
         -(math.log(u) ** 2) / (2 * SCALE_SPREAD**2)
+        - (math.log(v) ** 2) / (2 * SHARE_SPREAD**2)
         - (math.log(r / quantile) ** 2 / (2 * READING_SPREAD**2) if r > 0 else math.inf)
-        for u, r in zip(EDGE_SCALES, readings, strict=True)
+        for (u, v), r in zip(EDGE_POINTS, readings, strict=True)
     ]
     best = max(logs)
     return tuple(math.exp(x - best) for x in logs) if math.isfinite(best) else ()
@@ -414,21 +454,23 @@ def forecast(
     wait = max(_wait(busy, server, load.window), _held_wait(calibration, stages))
     percentile, readings = calibration.itl_percentile, calibration.itl_readings
     weights = calibration.itl_weights
-    known = len(readings) == len(weights) == len(EDGE_SCALES) and all(r > 0 for r in readings)
+    known = len(readings) == len(weights) == len(EDGE_POINTS) and all(r > 0 for r in readings)
     if percentile is not None and calibration.itl_quantile is not None and known:
         # The candidate's reading over the running one's, averaged over where the bucket
-        # edges may fall among the steps (``EDGE_SCALES``), each as likely as it is.
+        # edges may fall among the steps and how many steps prefill (``EDGE_POINTS``), each
+        # as likely as it is.
         ratios = [
-            (stages.itl_at(percentile, u) / b, w)
-            for u, b, w in zip(EDGE_SCALES, readings, weights, strict=True)
+            (stages.itl_at(percentile, u, v) / b, w)
+            for (u, v), b, w in zip(EDGE_POINTS, readings, weights, strict=True)
             if w >= MIN_WEIGHT
         ]
         ratio = sum(r * w for r, w in ratios) / sum(w for _, w in ratios)
         itl: float | None = max(ratio - 1.0, -1.0)
+        cautious: float | None = max(_weighted_quantile(ratios, CAUTIOUS_SHARE) - 1.0, -1.0)
     else:
-        itl = _change(stages.itl, calibration.itl)
+        itl = cautious = _change(stages.itl, calibration.itl)
     if hit is None:
-        return Forecast(ttft=None, itl=itl, e2e=None, saturated=busy >= 1.0)
+        return Forecast(ttft=None, itl=itl, e2e=None, saturated=busy >= 1.0, itl_cautious=cautious)
     ttft = stages.prefill + (calibration.overhead + wait if queue else 0.0)
     e2e = ttft + max(load.output - 1.0, 0.0) * stages.itl
     return Forecast(
@@ -436,7 +478,19 @@ def forecast(
         itl=itl,
         e2e=_change(e2e, calibration.e2e),
         saturated=busy >= 1.0,
+        itl_cautious=cautious,
     )
+
+
+def _weighted_quantile(values: list[tuple[float, float]], share: float) -> float:
+    """The least value that ``share`` of the (value, weight) pairs' weight is at or below."""
+    total = sum(w for _, w in values)
+    seen = 0.0
+    for value, weight in sorted(values):
+        seen += weight
+        if seen >= share * total:
+            return value
+    return max(v for v, _ in values)
 
 
 def forecast_change(
@@ -499,26 +553,36 @@ def _stages(cost: CostModel, load: _Load, batch: float, hit: float) -> _Stages:
     # the mixture of the two. A crowded step prefills several prompts' tokens at once, so the
     # prompt tokens arriving per second fill fewer, longer steps than one per chunk: counted
     # by the tokens and the time of the mean prefilling step.
-    solo_step = prefill / timed
+    # Kinds of a prompt's own prefilling steps, as (step time, steps a prompt): its full
+    # chunks, and its last one when shorter (``_shared_last_chunk``: often beside the next
+    # prompt's first chunk).
+    uneven = 1 < steps == len(times)  # every chunk timed, so the last one is the prompt's last
+    kinds = (
+        _shared_last_chunk(cost, others, (uncached, cached, chunk), times, load.rate)
+        if uneven
+        else [(sum(times) / len(times), float(len(times)))]
+    )
+    own_steps = sum(w for _, w in kinds)  # the steps a prompt's own prefill takes (timed)
+    solo_step = sum(t * w for t, w in kinds) / own_steps
     crowded = _crowded_steps(cost, others, budget, (uncached, cached), steps, load.rate * solo_step)
+    # ``_crowded_steps`` counts as a prompt sees its step (the others beside it); the steps
+    # themselves are fewer where several prompts share one: a step of k prompts is one step
+    # for k of them. Tokens (ITL) are counted by the step.
     alone = 1.0 - sum(p for _, p, _ in crowded)
-    together = alone + sum(p * tokens for _, p, tokens in crowded) / uncached
-    mixed_step = alone * solo_step + sum(p * t for t, p, _ in crowded)
-    chunks = load.rate * steps / max(together, 1.0)
+    shares = [(solo_step, alone), *((t, p * uncached / tokens) for t, p, tokens in crowded)]
+    per_prompt = sum(w for _, w in shares)  # a prompt's share of a step, at most 1
+    mixed_step = sum(t * w for t, w in shares) / per_prompt
+    chunks = load.rate * own_steps * steps / timed * per_prompt
     pure = max(1.0 - chunks * mixed_step, 0.0) / step
     mixed_share = min(chunks / (chunks + pure), MAX_PREFILL_SHARE) if chunks + pure > 0 else 0.0
     decode_itl, mixed_itl = step / per_step, max(mixed_step, step) / per_step
-    # Kinds of mixed steps for the ITL tail: the prompt's full chunks, its last one when shorter,
-    # and, when the budget has room beside a whole prompt, steps that also prefill the prompts
-    # that arrived within a step's time (``_crowded_steps``).
-    uneven = 1 < steps == len(times)  # every chunk timed, so the last one is the prompt's last
-    whole = times[:-1] if uneven else times
-    kinds = [(sum(whole) / len(whole), float(len(whole)))]
-    if uneven:
-        kinds.append((times[-1], 1.0))
-    total = sum(w for _, w in kinds)
-    parts = [(max(t, step) / per_step, w / total * alone) for t, w in kinds]
-    parts += [(max(t, step) / per_step, p) for t, p, _ in crowded if p > 0]
+    # Kinds of mixed steps for the ITL tail: the prompt's own (above) and, when the budget has
+    # room beside a whole prompt, steps that also prefill the prompts that arrived within a
+    # step's time (``_crowded_steps``).
+    parts = [
+        (max(t, step) / per_step, w / own_steps * alone / per_prompt) for t, w in kinds if w > 0
+    ]
+    parts += [(max(t, step) / per_step, w / per_prompt) for t, w in shares[1:] if w > 0]
     return _Stages(
         itl=(1.0 - mixed_share) * decode_itl + mixed_share * mixed_itl,
         decode_itl=decode_itl,
@@ -579,6 +643,42 @@ def _crowded_steps(
         found.append((t, beyond if last else pmf, sum(tokens for tokens, _ in chunks)))
         beyond -= pmf
     return found
+
+
+def _shared_last_chunk(
+    cost: CostModel,
+    others: list[int],
+    prompt: tuple[int, int, int],
+    times: list[float],
+    rate: float,
+) -> list[tuple[float, float]]:
+    """A prompt of several chunks as (step time, steps a prompt) kinds: its full chunks, and
+    its shorter last chunk alone or beside the next prompt's first chunk.
+
+    vLLM schedules the running requests first (the last chunk of a prompt being prefilled is
+    one of them), then fills what is left of the budget from the waiting prompts: with another
+    prompt waiting, the last chunk's step carries a full chunk's tokens, the next prompt's
+    first ones among them. It waits when one arrived while this prompt prefilled (Poisson at
+    ``rate``: the prompt's steps' time). The tokens the shared step takes from the next
+    prompt are steps that prompt does not take: a stream of prompts always waiting is a
+    stream of full steps (at 1,200-token prompts and a 1,024-token budget, not one full and
+    one short step a prompt, which would read an ITL tail half as long)."""
+    uncached, cached, chunk = prompt
+    last = uncached - chunk * (len(times) - 1)  # the last chunk's tokens
+    fill = min(chunk - last, uncached)  # the next prompt's tokens beside it
+    full = sum(times[:-1]) / (len(times) - 1)
+    if fill <= 0:  # the last chunk is a full one: no room beside it
+        return [(full, len(times) - 1.0), (times[-1], 1.0)]
+    waiting = 1.0 - math.exp(-max(rate, 0.0) * sum(times))  # a hostile rate below 0: none
+    shared = cost.step_time(
+        decode_contexts=others, prefill_chunks=[(last, cached + uncached - last), (fill, cached)]
+    )
+    absorbed = waiting * fill / chunk  # the next prompt's steps the shared ones take
+    return [
+        (full, len(times) - 1 - absorbed),
+        (shared, waiting),
+        (times[-1], 1.0 - waiting),
+    ]
 
 
 def _scaled(stages: _Stages, itl_factor: float, prefill_factor: float) -> _Stages:

@@ -74,7 +74,9 @@ stage bounding an objective, that the model expects to buy a larger margin than 
 tell from chance (the sum of
 latency/target ratios lower by more than the window's sampling noise, the spec's
 minImprovement and the model's recorded error; every objective within 90% of its target) at no
-more GPUs; refining ends at the first such trial that is not kept.
+more GPUs, an ITL tail's gain counted where vLLM's bucket edges fall the unlucky way among the
+steps (``model.Forecast.cautious``: margin is not worth a coin toss); refining ends at the
+first such trial that is not kept.
 
 Before any of that, when the calibrated model expects no configuration the spec allows to
 meet the targets (every one at least twice over some target; ``core.reach``) and it has a
@@ -363,7 +365,8 @@ def refine(
     is never worth it for margin alone), open by the same history rules as ``plan``. One is
     chosen only when the model forecasts it (a latency the model cannot know for it, such as
     TTFT with a prefix cache turned on, takes the knob's prior if the candidate aims at it,
-    else stays as it is) with every objective at most
+    else stays as it is; an ITL quantile, as ``Forecast.cautious`` reads it) with every
+    objective at most
     ``REFINE_CEILING`` of its target and the sum of ratios lower than now by more than the
     trial's verdict could tell from chance (``verdict.chance_change`` of this window and
     ``verdict.chance_noise`` of its ``subwindows``, at least ``min_improvement``) and more than
@@ -387,7 +390,7 @@ def refine(
         return None
     ranking, cv = _rank(_every_stage(margins(observation, objectives, config, hardware)), (),
                         observation, config, knobs, hardware)  # fmt: skip
-    forecasts = _Forecasts.of(now, observation, config, cv, knobs, hardware)
+    forecasts = _Forecasts.of(now, observation, config, cv, knobs, hardware, cautious=True)
     if forecasts is None:
         return None
 
@@ -531,6 +534,8 @@ class _Forecasts:
     cv: ConfigView
     knobs: Knobs
     hardware: HardwareInfo
+    # Refining: ITL forecasts at the unlucky side of the bucket edges (``Forecast.cautious``).
+    cautious: bool = False
     # By (knob, value, variant): what the candidate's change is, whatever object carries it.
     known: dict[
         tuple[str, str | None, str | None], tuple[EngineConfig, model.Forecast | None] | None
@@ -545,6 +550,8 @@ class _Forecasts:
         cv: ConfigView,
         knobs: Knobs,
         hardware: HardwareInfo,
+        *,
+        cautious: bool = False,
     ) -> _Forecasts | None:
         """None when the model cannot calibrate on this window (then only the ranking
         orders)."""
@@ -554,7 +561,7 @@ class _Forecasts:
         calibration = model.calibrate(observation, running, percentile) if running else None
         if score is None or running is None or calibration is None or not calibration.trusted:
             return None
-        return cls(score, calibration, running, config, cv, knobs, hardware)
+        return cls(score, calibration, running, config, cv, knobs, hardware, cautious)
 
     def after(self, candidate: Candidate) -> tuple[EngineConfig, model.Forecast | None] | None:
         """The candidate's engine and the model's forecast for it (None: no forecast); None
@@ -600,6 +607,8 @@ class _Forecasts:
         if found is None:
             return None
         _, forecast = found
+        if forecast is not None and self.cautious:
+            forecast = forecast.cautious()
         return {
             o.name: forecast.ratio(o) if forecast is not None else None
             for o in self.score.objectives

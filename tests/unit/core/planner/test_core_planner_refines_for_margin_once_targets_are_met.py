@@ -56,7 +56,7 @@ def test_a_met_target_is_refined_when_the_model_expects_a_much_larger_margin() -
     assert isinstance(change, Change)
     assert (change.knob, change.to_value) == (KnobName.CHUNKED_PREFILL, "true")
     assert change.reason.startswith("targets met; for margin, the calibrated model expects the")
-    assert "0.91 -> 0.46" in change.reason
+    assert "0.91 -> 0.48" in change.reason
 
 
 def test_refining_stops_for_good_once_a_refinement_was_not_kept() -> None:
@@ -130,7 +130,7 @@ def test_a_lossy_change_is_weighed_for_margin_while_a_kept_lossy_change_is_in_ef
     change = _interference_refined([kept], fp8_kv)
     assert isinstance(change, Change)
     assert (change.knob, change.to_value) == (KnobName.QUANTIZATION, "fp8")
-    assert "0.91 -> 0.69" in change.reason
+    assert "0.91 -> 0.67" in change.reason
     # Not without one, nor once the kept one was moved back.
     assert _interference_refined([], NO_CHUNKS) is None
     back = TrialRecord(KnobName.KV_CACHE_DTYPE.value, "fp8", None, Verdict.KEEP, load)
@@ -143,10 +143,11 @@ def test_a_lossy_change_is_weighed_for_margin_while_a_kept_lossy_change_is_in_ef
 def test_for_margin_every_stage_bounding_the_objective_is_weighed_not_only_the_diagnosed_one() -> (
     None
 ):
-    # FP8 weights running, 12,000-token contexts, 24 requests decoding, ITL p90 twice its mean:
-    # the window reads as prefill interference, whose knobs are not allowed. FP8 KV halves the
-    # decode steps' KV reads (a decode-bandwidth knob): the model expects ITL p90 0.71 -> 0.61
-    # of the target.
+    # FP8 weights running, 12,000-token contexts, 24 requests decoding, ITL p90 twice its mean,
+    # 3,000 requests (a window that tells a 3% change from chance): the window reads as
+    # prefill interference, whose knobs are not allowed. FP8 KV halves the decode steps' KV
+    # reads (a decode-bandwidth knob): the model expects ITL p90 0.71 -> 0.66 of the target
+    # even where vLLM's bucket edges fall the unlucky way among the steps (0.59 on average).
     cl = command_line("--max-model-len", "16384", "--max-num-batched-tokens", "2048",
                       "--quantization", "fp8")  # fmt: skip
     running = model.engine_config(cl, None, H100)
@@ -155,7 +156,7 @@ def test_for_margin_every_stage_bounding_the_objective_is_weighed_not_only_the_d
     assert mean.itl_mean is not None
     window = with_spread(
         mean, itl={50: mean.itl_mean, 90: mean.itl_mean * 2, 99: mean.itl_mean * 2.6}
-    )
+    ).model_copy(update={"requests": 3000})
     goal = objectives(itl=f"{mean.itl_mean * 2.8 * 1000:.1f}ms", percentile=90)
     [cause] = margins(window, goal, cl, H100)
     assert cause.bottleneck is Bottleneck.PREFILL_INTERFERENCE
@@ -164,7 +165,7 @@ def test_for_margin_every_stage_bounding_the_objective_is_weighed_not_only_the_d
     change = refine(window, goal, cl, spec, H100, [kept])
     assert isinstance(change, Change)
     assert (change.knob, change.to_value) == (KnobName.KV_CACHE_DTYPE, "fp8")
-    assert "0.71 -> 0.61" in change.reason
+    assert "0.71 -> 0.66" in change.reason
 
 
 def _a_short_queue_on_a_busy_engine(requests: int) -> Observation:
@@ -261,7 +262,7 @@ def test_a_refinement_must_be_expected_to_gain_more_than_the_models_recorded_err
     window = prefill_stalls()
     close = refine(window, both, NO_CHUNKS, knobs(), H100, _forecasts_missed_by(0.2, 0.2))
     assert isinstance(close, Change)
-    assert "1.66 -> 1.25" in close.reason
+    assert "1.66 -> 1.27" in close.reason
     assert refine(window, both, NO_CHUNKS, knobs(), H100, _forecasts_missed_by(0.45, 0.45)) is None
 
 
@@ -312,7 +313,43 @@ def test_for_margin_a_farther_rung_is_weighed_when_the_next_one_would_barely_hel
     change = refined_within(512)
     assert isinstance(change, Change)
     assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "512")
-    assert "0.90 -> 0.66" in change.reason
+    assert "0.90 -> 0.67" in change.reason
     assert "past 1024: the calibrated model expects 512 to do better" in change.reason
     # With 1024 the lowest rung allowed, nothing is worth a rollout.
     assert refined_within(1024) is None
+
+
+def test_a_refinement_does_not_count_on_the_bucket_edges_falling_the_lucky_way() -> None:
+    # The benchmark's window itself (2,680-token prompts, ITL p99 48 ms against 75 ms). At
+    # 1024 a prompt's full chunks take about 25 ms, on vLLM's 25 ms bucket edge: a little
+    # under it the p99 would halve, a little over it stay where it is. The average of the two
+    # clears the trial's bar; the unlucky side, which the simulator measured (+1%), does not.
+    # 512 halves the tail on either side, and stays a refinement.
+    goal = Objectives(
+        ttft=Objective.model_validate({"percentile": 90, "threshold": "800ms"}),
+        itl=Objective.model_validate({"percentile": 99, "threshold": "75ms"}),
+    )
+    cl = command_line(
+        "--max-num-batched-tokens", "2048", model="mistralai/Mistral-7B-Instruct-v0.3"
+    )
+    window = _chunked_mistral_at_2048()
+    running = model.engine_config(cl, None, H100)
+    candidate = model.engine_config(cl.with_value("max-num-batched-tokens", "1024"), None, H100)
+    assert running is not None
+    assert candidate is not None
+    calibration = model.calibrate(window, running, itl_percentile=99)
+    assert calibration is not None
+    forecast = model.forecast(calibration, running, candidate)
+    assert forecast is not None
+    assert forecast.itl is not None
+    assert forecast.itl < -0.15  # on average
+
+    def refined_within(low: int) -> Change | None:
+        return refine(
+            window, goal, cl, knobs(max_num_batched_tokens={"min": low, "max": 16384}), H100
+        )
+
+    assert refined_within(1024) is None
+    change = refined_within(512)
+    assert isinstance(change, Change)
+    assert (change.knob, change.to_value) == (KnobName.MAX_NUM_BATCHED_TOKENS, "512")
