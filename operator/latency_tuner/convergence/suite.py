@@ -114,15 +114,7 @@ def run_job(job: Job) -> JobResult:
             runs.append(baselines.SEARCHES[method](stage, space, job.budget, job.seed))
         else:
             raise ValueError(f"unknown method {method!r}")
-    outcomes = {}
-    for run in runs:
-        q = oracle.quality(judge, run.final)
-        cls = oracle.class_of_container(s, run.final)
-        outcomes[run.method] = MethodOutcome(
-            run.method, run.success, run.rollouts, run.trials, run.gave_up, run.seconds,
-            q.objective, q.gpus, q.meets, run.reason, tuple(run.history),
-            cls.value, tuple(run.predictions),
-        )  # fmt: skip
+    outcomes = {run.method: outcome(judge, run) for run in runs}
     by_class = {c.value: (b.point.label(), b.objective, b.gpus) for c, b in best.by_class.items()}
     return JobResult(
         s.name, job.world, job.seed, expectation(s), best.feasible, best.best_objective,
@@ -130,6 +122,18 @@ def run_job(job: Job) -> JobResult:
         time.perf_counter() - started, outcomes,
         None if best.reference_class is None else best.reference_class.value, by_class,
         job.budget,
+    )  # fmt: skip
+
+
+def outcome(judge: Evaluator, run: RunResult) -> MethodOutcome:
+    """A method's run as the table counts it: its final configuration measured by the
+    oracle's judge (steady state, on the oracle's own trace)."""
+    q = oracle.quality(judge, run.final)
+    cls = oracle.class_of_container(judge.scenario, run.final)
+    return MethodOutcome(
+        run.method, run.success, run.rollouts, run.trials, run.gave_up, run.seconds,
+        q.objective, q.gpus, q.meets, run.reason, tuple(run.history),
+        cls.value, tuple(run.predictions),
     )  # fmt: skip
 
 
