@@ -7,8 +7,9 @@ change touches only the operator, this gives the same table ``latency-tuner benc
 convergence`` would, in a fraction of the time: each job runs the operator as the suite does
 (``operator_run.run_operator``) and measures its final configuration with the oracle's judge
 (``suite.outcome``). Only valid while the simulator, the worlds and the oracle are those of
-the record (check ``git log`` on ``simulator``, ``perf`` and ``convergence`` since its date);
-anything else needs the full command.
+the record: a run that goes exactly as recorded but whose final configuration the judge scores
+otherwise shows they are not, and the script then stops (exit 3) without writing; anything
+else needs the full command.
 
     .venv/bin/python benchmarks/convergence/rerun_operator.py RECORD.json --suite DIR \\
         [--jobs 2] [--json-out OUT.json] [--details]
@@ -17,6 +18,7 @@ anything else needs the full command.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -29,8 +31,14 @@ from latency_tuner.convergence import report
 from latency_tuner.convergence.evaluate import Evaluator
 from latency_tuner.convergence.operator_run import run_operator
 from latency_tuner.convergence.scenario import load_scenario
-from latency_tuner.convergence.suite import DEFAULT_BUDGET, JobResult, map_jobs, outcome
-from latency_tuner.convergence.world import make_world
+from latency_tuner.convergence.suite import (
+    DEFAULT_BUDGET,
+    JobResult,
+    MethodOutcome,
+    map_jobs,
+    outcome,
+)
+from latency_tuner.convergence.world import WorldKind, make_world
 
 
 def rerun(suite: Path, job: JobResult) -> JobResult:
@@ -42,6 +50,21 @@ def rerun(suite: Path, job: JobResult) -> JobResult:
     judge = Evaluator(scenario, world, job.seed, stream="oracle")
     arms = {**job.outcomes, "operator": outcome(judge, run)}
     return replace(job, outcomes=arms, seconds=time.perf_counter() - started)
+
+
+def _judged_apart(
+    before: dict[tuple[str, WorldKind, int], MethodOutcome | None], results: Sequence[JobResult]
+) -> list[str]:
+    """Runs whose operator went exactly as recorded (the same trials, the same end) but whose
+    final configuration the judge scores otherwise: the oracle changed since the record."""
+    apart = []
+    for r in results:
+        was, now = before[(r.scenario, r.world, r.seed)], r.outcomes["operator"]
+        if was is None or was.history != now.history:
+            continue
+        if not math.isclose(was.final_objective, now.final_objective, rel_tol=1e-9):
+            apart.append(f"{r.scenario} {r.world}")
+    return apart
 
 
 def main(argv: Sequence[str]) -> int:
@@ -69,6 +92,12 @@ def main(argv: Sequence[str]) -> int:
 
     results = map_jobs(partial(rerun, args.suite), recorded, processes=args.jobs, progress=progress)
     results.sort(key=lambda r: (r.scenario, r.world, r.seed))
+    judged_apart = _judged_apart(before, results)
+    if judged_apart:
+        print(f"the oracle is not the record's: {len(judged_apart)} runs went as recorded and "
+              f"ended on a configuration it judges otherwise ({', '.join(judged_apart[:3])}): "
+              "run the full `latency-tuner benchmark convergence`", file=sys.stderr)  # fmt: skip
+        return 3
     methods = ["operator", *(m for m in meta["methods"] if m != "operator")]
     budget = int(meta["budget"])
     command = " ".join(["benchmarks/convergence/rerun_operator.py", *argv])
