@@ -231,23 +231,30 @@ def test_smaller_prefill_chunks_lower_an_itl_tail_made_of_prefill_steps() -> Non
     assert abs(mean_forecast.itl) < 0.15
 
 
+def _p99_change(
+    budget: str, to: str, *, prompt: int, rate: float, p99: float, running: int
+) -> float:
+    """The forecast change of ITL p99 from one batch budget to another on a window of
+    ``prompt``-token prompts at ``rate`` that read the p99 at ``p99`` seconds."""
+    cl = command_line("--max-num-batched-tokens", budget)
+    current, candidate = engine(cl), engine(cl.with_value("max-num-batched-tokens", to))
+    window = window_of(current, prompt=prompt, request_rate=rate, running=running)
+    calibration = model.calibrate(
+        window.model_copy(update={"itl": {99: p99}}), current, itl_percentile=99
+    )
+    assert calibration is not None
+    forecast = model.forecast(calibration, current, candidate)
+    assert forecast is not None
+    assert forecast.itl is not None
+    return forecast.itl
+
+
 def test_a_tail_read_at_the_edge_of_the_prefilling_tokens_rises_with_more_of_them() -> None:
     """The same prompts, the p99 read at 28 ms: hardly more than one token in a hundred comes
     from a prefilling step (the p99 sits where the decode-only tokens end). Chunks of 1,024
     split each prompt into six steps, six times as many tokens wait behind a prefill, and the
     p99 is read among them: it rises (the simulator measured 10 -> 24 ms at half this rate)."""
-    cl = command_line("--max-num-batched-tokens", "8192")
-    running = engine(cl)
-    smaller = engine(cl.with_value("max-num-batched-tokens", "1024"))
-    window = window_of(running, prompt=6000, request_rate=1.0)
-    calibration = model.calibrate(
-        window.model_copy(update={"itl": {99: 0.028}}), running, itl_percentile=99
-    )
-    assert calibration is not None
-    forecast = model.forecast(calibration, running, smaller)
-    assert forecast is not None
-    assert forecast.itl is not None
-    assert forecast.itl > 0.3
+    assert _p99_change("8192", "1024", prompt=6000, rate=1.0, p99=0.028, running=8) > 0.3
 
 
 def test_a_tail_just_inside_the_prefilling_tokens_is_read_as_them_not_as_the_decodes() -> None:
@@ -256,18 +263,7 @@ def test_a_tail_just_inside_the_prefilling_tokens_is_read_as_them_not_as_the_dec
     107 ms: a few more tokens prefill than it counts, and the p99 is among them. Chunks of
     2,048 shorten exactly those steps (the simulator, at 1.25 a second, measured 107 -> 46
     ms); reading the window as if the p99 came from decodes forecast it 1.8 times longer."""
-    cl = command_line("--max-num-batched-tokens", "8192")
-    running = engine(cl)
-    smaller = engine(cl.with_value("max-num-batched-tokens", "2048"))
-    window = window_of(running, prompt=6000, request_rate=0.8, running=16)
-    calibration = model.calibrate(
-        window.model_copy(update={"itl": {99: 0.107}}), running, itl_percentile=99
-    )
-    assert calibration is not None
-    forecast = model.forecast(calibration, running, smaller)
-    assert forecast is not None
-    assert forecast.itl is not None
-    assert forecast.itl < -0.4
+    assert _p99_change("8192", "2048", prompt=6000, rate=0.8, p99=0.107, running=16) < -0.4
 
 
 def _tail_change(
@@ -612,19 +608,9 @@ def test_the_window_s_tail_reading_says_which_side_of_a_bucket_edge_its_steps_fa
     22 ms, it stays in its bucket, and the reading hardly moves. Without the window's reading
     both would get one forecast (the scales of 0.86-1.16 this model once averaged over all
     read 22 ms: -2% for both)."""
-    cl = command_line("--max-num-batched-tokens", "1024")
-    running, smaller = engine(cl), engine(cl.with_value("max-num-batched-tokens", "512"))
-    window = window_of(running, prompt=2000, request_rate=3.0, running=16)
 
     def change_read_at(p99: float) -> float:
-        calibration = model.calibrate(
-            window.model_copy(update={"itl": {99: p99}}), running, itl_percentile=99
-        )
-        assert calibration is not None
-        forecast = model.forecast(calibration, running, smaller)
-        assert forecast is not None
-        assert forecast.itl is not None
-        return forecast.itl
+        return _p99_change("1024", "512", prompt=2000, rate=3.0, p99=p99, running=16)
 
     assert change_read_at(0.043) < -0.4
     assert abs(change_read_at(0.022)) < 0.15

@@ -292,23 +292,26 @@ def _chunked_mistral_at_2048() -> Observation:
     )  # fmt: skip
 
 
+# That benchmark's objectives and command line.
+MISTRAL_GOAL = Objectives(
+    ttft=Objective.model_validate({"percentile": 90, "threshold": "800ms"}),
+    itl=Objective.model_validate({"percentile": 99, "threshold": "75ms"}),
+)
+MISTRAL_AT_2048 = command_line(
+    "--max-num-batched-tokens", "2048", model="mistralai/Mistral-7B-Instruct-v0.3"
+)
+
+
 def test_for_margin_a_farther_rung_is_weighed_when_the_next_one_would_barely_help() -> None:
     # That window with 1,500-token prompts, ITL p99 48 ms against 75 ms. At 1024 a prompt
     # still takes a step of about 1,000 tokens, in the same ITL bucket as its one step at
     # 2048: the model expects too little from it. At 512 it expects ITL p99 to fall by about
     # 40%: the refinement goes there in one move.
-    goal = Objectives(
-        ttft=Objective.model_validate({"percentile": 90, "threshold": "800ms"}),
-        itl=Objective.model_validate({"percentile": 99, "threshold": "75ms"}),
-    )
-    cl = command_line(
-        "--max-num-batched-tokens", "2048", model="mistralai/Mistral-7B-Instruct-v0.3"
-    )
 
     def refined_within(low: int) -> Change | None:
         spec = knobs(max_num_batched_tokens={"min": low, "max": 16384})
         window = _chunked_mistral_at_2048().model_copy(update={"prompt_tokens_mean": 1500.0})
-        return refine(window, goal, cl, spec, H100)
+        return refine(window, MISTRAL_GOAL, MISTRAL_AT_2048, spec, H100)
 
     change = refined_within(512)
     assert isinstance(change, Change)
@@ -325,14 +328,7 @@ def test_a_refinement_does_not_count_on_the_bucket_edges_falling_the_lucky_way()
     # under it the p99 would halve, a little over it stay where it is. The average of the two
     # clears the trial's bar; the unlucky side, which the simulator measured (+1%), does not.
     # 512 halves the tail on either side, and stays a refinement.
-    goal = Objectives(
-        ttft=Objective.model_validate({"percentile": 90, "threshold": "800ms"}),
-        itl=Objective.model_validate({"percentile": 99, "threshold": "75ms"}),
-    )
-    cl = command_line(
-        "--max-num-batched-tokens", "2048", model="mistralai/Mistral-7B-Instruct-v0.3"
-    )
-    window = _chunked_mistral_at_2048()
+    window, cl = _chunked_mistral_at_2048(), MISTRAL_AT_2048
     running = model.engine_config(cl, None, H100)
     candidate = model.engine_config(cl.with_value("max-num-batched-tokens", "1024"), None, H100)
     assert running is not None
@@ -345,9 +341,8 @@ def test_a_refinement_does_not_count_on_the_bucket_edges_falling_the_lucky_way()
     assert forecast.itl < -0.15  # on average
 
     def refined_within(low: int) -> Change | None:
-        return refine(
-            window, goal, cl, knobs(max_num_batched_tokens={"min": low, "max": 16384}), H100
-        )
+        spec = knobs(max_num_batched_tokens={"min": low, "max": 16384})
+        return refine(window, MISTRAL_GOAL, cl, spec, H100)
 
     assert refined_within(1024) is None
     change = refined_within(512)
