@@ -69,13 +69,14 @@ I/O, no clock.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, replace
 
 from latency_tuner.core.config_view import parse_int
 from latency_tuner.core.hardware import HardwareInfo
 from latency_tuner.core.observation import Observation
-from latency_tuner.core.prommath import histogram_quantile
+from latency_tuner.core.prommath import ordered_histogram_quantile
 from latency_tuner.core.saturation import queue_delay, saturated
 from latency_tuner.core.score import ObjectiveName, ObjectiveScore
 from latency_tuner.perf.config import EngineConfig, StartupError, build_engine_config
@@ -217,8 +218,17 @@ class _Stages:
         prefilling = min(self.mixed_share * share, 1.0)
         mixed = [(t * scale, prefilling * w) for t, w in parts]
         tokens = [(self.decode_itl * scale, 1.0 - prefilling), *mixed]
-        counts = [(le, sum(n for t, n in tokens if t <= le)) for le in ITL_BUCKETS]
-        reading = histogram_quantile(percentile / 100.0, [*counts, (math.inf, 1.0)])
+        # Each bucket counts the tokens at or under its edge: summed once per first bucket a
+        # token falls in (the operator's loop reads hundreds of these a decision), in the
+        # tokens' order, as a bucket-by-bucket sum would.
+        first = [(bisect.bisect_left(ITL_BUCKETS, t), n) for t, n in tokens]
+        upto = {j: sum(n for k, n in first if k <= j) for j in {k for k, _ in first}}
+        counts, seen = [], 0.0
+        for b, le in enumerate(ITL_BUCKETS):
+            seen = upto.get(b, seen)
+            counts.append((le, seen))
+        counts.append((math.inf, max(seen, 1.0)))  # the shares may sum a rounding over 1
+        reading = ordered_histogram_quantile(percentile / 100.0, counts)
         return reading if reading is not None and math.isfinite(reading) else self.mixed_itl * scale
 
     def itl_readings(self, percentile: int) -> tuple[float, ...]:

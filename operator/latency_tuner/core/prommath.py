@@ -77,6 +77,13 @@ def histogram_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> floa
     for le, count in ordered:
         top = max(top, count)
         fixed.append((le, top))
+    return ordered_histogram_quantile(q, fixed)
+
+
+def ordered_histogram_quantile(q: float, fixed: Sequence[tuple[float, float]]) -> float | None:
+    """``histogram_quantile`` over buckets already in order: upper bounds ascending and
+    distinct, the last +Inf, cumulative counts never falling (a model's own histogram, read
+    hundreds of times a decision). ``q`` within [0, 1]."""
     observations = fixed[-1][1]
     if observations <= 0:
         return None
