@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from latency_tuner.convergence.measure import SCRAPE_SECONDS, Pod, Recorder
+from latency_tuner.convergence.evaluate import serve
 from latency_tuner.convergence.world import Load, make_world
 from latency_tuner.core import model
 from latency_tuner.core.observation import Observation, ObservationResult
@@ -41,7 +41,6 @@ OUTPUT_TOKENS = 150
 WARM_UP_S = 30.0
 WINDOW_S = 60.0
 PERCENTILES = (90, 99)
-POD = "llama-abc12-x0"  # a Deployment's pod name, as the window's selector expects
 # A forecast that promises a gain, and a measured change that shows none (or the reverse).
 GAIN, NONE = -0.10, -0.05
 
@@ -75,14 +74,9 @@ def _window(
         {"arrival": "poisson", "rate": rate, "promptTokens": prompt,
          "outputTokens": OUTPUT_TOKENS, "spread": 0.2}
     )  # fmt: skip
-    pod = Pod(POD, config, world, Load(workload, world, seed=0, stream="trace"), seed=0, started=0)
-    recorder, t = Recorder(), 0.0
-    pod.sample(recorder, t)
-    while t < WARM_UP_S + WINDOW_S:
-        t += SCRAPE_SECONDS
-        pod.run_until(t)
-        pod.sample(recorder, t)
-    return config, recorder.observe(end=t, seconds=WINDOW_S, percentiles=PERCENTILES)
+    load = Load(workload, world, seed=0, stream="trace")
+    return config, serve(config, world, load, seed=0, warmup=WARM_UP_S, seconds=WINDOW_S,
+                         percentiles=PERCENTILES)  # fmt: skip
 
 
 def cases(quick: bool) -> list[Case]:

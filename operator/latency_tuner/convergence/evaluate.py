@@ -12,6 +12,7 @@ are measured once). Virtual time only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -114,20 +115,38 @@ class Evaluator:
         warmup = steady_warmup(s.evaluation.settle_seconds, window)
         load = Load(s.workload, self.world, seed=self.seed, stream=f"{s.name}:{self.stream}",
                     offset=s.workload.drift_seconds)  # fmt: skip
-        recorder = Recorder()
-        pod = Pod("llama-eval-0", config, self.world, load, seed=self.seed, started=0.0)
-        seconds = STEADY_WINDOWS * window
-        end = warmup + seconds
-        t = 0.0
-        try:
-            while True:
-                pod.sample(recorder, t)
-                if t >= end:
-                    break
-                t = min(t + SCRAPE_SECONDS, end)
-                pod.run_until(t)
-        except RuntimeError as exc:  # a prompt the KV cache can never hold
-            return Failed(f"cannot serve the load: {exc}")
         percentiles = [o.percentile for o in (s.objectives.ttft, s.objectives.itl, s.objectives.e2e)
                        if o is not None]  # fmt: skip
-        return Measured(recorder.observe(end=end, seconds=seconds, percentiles=percentiles))
+        seconds = STEADY_WINDOWS * window
+        try:
+            observed = serve(config, self.world, load, seed=self.seed, warmup=warmup,
+                             seconds=seconds, percentiles=percentiles)  # fmt: skip
+        except RuntimeError as exc:  # a prompt the KV cache can never hold
+            return Failed(f"cannot serve the load: {exc}")
+        return Measured(observed)
+
+
+def serve(
+    config: EngineConfig,
+    world: World,
+    load: Load,
+    *,
+    seed: int,
+    warmup: float,
+    seconds: float,
+    percentiles: Sequence[int],
+) -> ObservationResult:
+    """One simulated pod of ``config`` serving ``load`` from time 0: the window of its last
+    ``seconds`` after ``warmup``, as the operator's metrics source reads it. RuntimeError
+    where the engine cannot serve the load (a prompt its KV cache can never hold)."""
+    recorder = Recorder()
+    pod = Pod("llama-eval-0", config, world, load, seed=seed, started=0.0)
+    end = warmup + seconds
+    t = 0.0
+    while True:
+        pod.sample(recorder, t)
+        if t >= end:
+            break
+        t = min(t + SCRAPE_SECONDS, end)
+        pod.run_until(t)
+    return recorder.observe(end=end, seconds=seconds, percentiles=percentiles)
