@@ -616,8 +616,9 @@ def _crowded_steps(
     steps: int,
     arrivals: float,
 ) -> list[tuple[float, float, int]]:
-    """Steps that prefill more than one prompt, as (step time, share of the prefilling steps,
-    prompt tokens the step prefills).
+    """Steps that prefill more than one prompt, as (step time, chance that a prompt's one
+    prefilling step is that one, prompt tokens the step prefills); the caller counts them per
+    step, not per prompt.
 
     vLLM fills a step's token budget with the prompts waiting: beside a prompt that fits in one
     chunk, the ``k`` others that arrived within the step's time (Poisson, ``arrivals`` expected)
