@@ -249,9 +249,22 @@ class Observation(BaseModel):
         return self.request_rate + (self.arrivals - self.requests) / self.window_seconds
 
     @property
+    def offered_rate(self) -> float:
+        """Requests per second that arrived by conservation: the finished rate plus the growth
+        of those in flight, below the finished rate when a backlog drains (it finishes requests
+        that arrived before the window); never below 0. Two windows' loads are compared by it:
+        a trial that keeps up against a baseline still draining the start's backlog faces the
+        same arrivals, not fewer. (``arrival_rate``, never below the finished rate, is the flow
+        a server carries, which the queue's Little's law and the model read.)"""
+        if self.window_seconds <= 0:
+            return self.request_rate
+        growth = sum(finite_deltas(self.running_delta, self.waiting_delta))
+        return max(self.request_rate + growth / self.window_seconds, 0.0)
+
+    @property
     def load(self) -> LoadFingerprint:
         return LoadFingerprint(
-            request_rate=self.arrival_rate,
+            request_rate=self.offered_rate,
             prompt_tokens_mean=self.prompt_tokens_mean or 0.0,
             generation_tokens_mean=self.generation_tokens_mean or 0.0,
             concurrency_mean=(self.running_mean or 0.0) + (self.waiting_mean or 0.0),

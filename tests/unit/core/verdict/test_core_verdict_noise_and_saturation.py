@@ -208,9 +208,31 @@ def test_a_saturated_window_offers_the_load_that_arrived_not_what_it_finished() 
     # 6 finished and the queue grew by 60 in 30 s: 2.2 requests/s arrived, 0.2/s were served.
     assert saturated().load.request_rate == pytest.approx(0.2 + 60 / 30)
     assert saturated().arrivals == 66
-    # A window that keeps up (or drains) offers what it finished.
+    # A window that keeps up offers what it finished; one that drains a backlog, less: what
+    # it finished less the backlog it drained (requests that arrived before it), never < 0.
+    # The flow it carried (``arrival_rate``, what Little's law and the model read) stays what
+    # it finished.
     assert drained().load.request_rate == drained().request_rate
-    assert saturated(waiting_delta=-10.0).load.request_rate == pytest.approx(0.2)
+    draining = drained().model_copy(update={"waiting_delta": -30.0})
+    assert draining.load.request_rate == pytest.approx(1.2)
+    assert draining.arrival_rate == draining.request_rate
+    assert saturated(waiting_delta=-10.0).load.request_rate == 0.0
+
+
+def test_a_trial_that_drained_its_baselines_backlog_faces_the_same_arrivals() -> None:
+    # The start's window finished 94 requests in 15 s while its backlog fell by 38: 56 arrived
+    # (3.7/s), not 94 (6.3/s). A trial keeping up at 3.1/s with 8 in flight is the same load
+    # served faster, not a lighter one that could explain its better latency.
+    draining = healthy(
+        window_seconds=15.0, requests=94, request_rate=94 / 15, running_mean=66.8,
+        running_delta=-37.0, waiting_mean=1.0, waiting_delta=-1.0,
+    )  # fmt: skip
+    keeping_up = healthy(
+        window_seconds=15.0, requests=47, request_rate=47 / 15, running_mean=7.8,
+        running_delta=0.0, waiting_mean=0.0, waiting_delta=0.0,
+    )  # fmt: skip
+    assert draining.load.request_rate == pytest.approx(56 / 15)
+    assert draining.load.comparable_to(keeping_up.load, 0.25)
 
 
 def test_two_saturated_windows_of_the_same_arrivals_are_one_load_whatever_each_finished() -> None:
