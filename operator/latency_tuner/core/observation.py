@@ -295,9 +295,11 @@ ObservationResult = Observation | NoData
 
 
 def arrivals(finished: int, running_delta: float | None, waiting_delta: float | None) -> float:
-    """Requests that arrived in a window: those finished plus the growth of those in flight
-    (running and waiting, start to end of the window); the finished count when the gauges are
-    unknown or fell (a backlog draining finishes requests that arrived before the window)."""
+    """The requests a window's server had to take in: those finished plus the growth of those in
+    flight (running and waiting, start to end of the window); the finished count when the
+    gauges are unknown or fell (a backlog draining finishes requests that arrived before the
+    window, and the flow it carried is what it finished; ``Observation.offered_rate`` counts
+    what arrived, for comparing loads)."""
     return max(float(finished), finished + sum(finite_deltas(running_delta, waiting_delta)))
 
 
