@@ -258,7 +258,7 @@ class Observation(BaseModel):
         a server carries, which the queue's Little's law and the model read.)"""
         if self.window_seconds <= 0:
             return self.request_rate
-        growth = sum(finite_deltas(self.running_delta, self.waiting_delta))
+        growth = in_flight_growth(self.running_delta, self.waiting_delta)
         return max(self.request_rate + growth / self.window_seconds, 0.0)
 
     @property
@@ -300,7 +300,13 @@ def arrivals(finished: int, running_delta: float | None, waiting_delta: float | 
     gauges are unknown or fell (a backlog draining finishes requests that arrived before the
     window, and the flow it carried is what it finished; ``Observation.offered_rate`` counts
     what arrived, for comparing loads)."""
-    return max(float(finished), finished + sum(finite_deltas(running_delta, waiting_delta)))
+    return max(float(finished), finished + in_flight_growth(running_delta, waiting_delta))
+
+
+def in_flight_growth(running_delta: float | None, waiting_delta: float | None) -> float:
+    """How many more requests were in flight at a window's end than at its start (0 when the
+    gauges are unknown; a gauge that jumped to infinity is left out)."""
+    return sum(finite_deltas(running_delta, waiting_delta))
 
 
 def finite_deltas(*deltas: float | None) -> list[float]:
