@@ -26,8 +26,10 @@ def test_the_operator_meets_an_easy_target_in_one_rollout_of_virtual_time() -> N
     assert result.success, result.reason
     assert result.rollouts == 1
     assert len(result.history) == 1
-    assert result.history[0].startswith("maxNumSeqs 8 -> 16: Keep")
-    assert result.final.args == ("--max-num-seqs", "16")
+    # 16 slots clear the queue; the model expects 32 to leave TTFT with a clearly larger
+    # margin (the refinement it would go on for), so the one move goes there.
+    assert result.history[0].startswith("maxNumSeqs 8 -> 32: Keep")
+    assert result.final.args == ("--max-num-seqs", "32")
 
 
 def test_a_configuration_that_cannot_start_is_a_failing_pod_and_a_rollback_is_immediate() -> None:

@@ -74,7 +74,10 @@ def propose(
     incompatible: Collection[tuple[str, str | None]] = (),
 ) -> Change | Exhausted:
     """The next single change for ``diagnosis`` given the trials so far, or ``Exhausted``."""
-    return plan(diagnosis, observation, cl, spec.knobs, hardware, history(trials), incompatible)
+    return plan(
+        diagnosis, observation, cl, spec.knobs, hardware, history(trials), incompatible,
+        min_improvement=spec.evaluation.min_improvement,
+    )  # fmt: skip
 
 
 def propose_margin(

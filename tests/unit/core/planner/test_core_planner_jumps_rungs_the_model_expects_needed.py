@@ -1,6 +1,7 @@
 """A numeric move may go several rungs in one trial: when the calibrated model expects the
 first rung to leave the targets missed, the planner tries the nearest rung it expects to meet
-them instead (64 clients queueing on 8 slots need 64 slots, not 16), never past a rung history
+them instead (64 clients queueing on 8 slots need 64 slots, not 16), or a farther one where
+it expects that one to buy the margin a refinement would go on for, never past a rung history
 rules out, and one rung at a time without the model."""
 
 from __future__ import annotations
@@ -86,8 +87,25 @@ def test_sixty_four_clients_on_eight_slots_go_straight_to_sixty_four() -> None:
     assert "past 16" in change.reason
 
 
-def test_a_queue_the_first_rung_clears_takes_one_rung() -> None:
-    assert _plan(_clients(12)).to_value == "16"
+def test_a_queue_the_first_rung_clears_goes_farther_for_the_margin_a_refinement_would_buy() -> None:
+    """12 clients on 8 slots: the model expects 16 slots to meet TTFT at 0.18 of its target
+    and 32 at 0.09, 64 at 0.06 (it reads the arrivals as an open loop, which queues now and
+    then on 16): the refinement ``refine`` would try once 16 were kept, so the move goes past
+    16 at once; not to 128 (0.056: within the model's spread of 64's)."""
+    change = _plan(_clients(12))
+    assert change.to_value == "64"
+    assert "past 16" in change.reason
+    assert "clearly larger margin" in change.reason
+
+
+def test_a_queue_the_first_rung_clears_takes_one_rung_when_farther_ones_gain_too_little() -> None:
+    """With minImprovement 60%, what a refinement must be expected to gain, 32 slots' margin
+    (half of 16's violation-free sum) is not worth it: the nearest rung that meets."""
+    window = _clients(12)
+    d = diagnose(window, GOAL, CL, H100, SPEC)
+    change = plan(d, window, CL, SPEC, H100, min_improvement=0.6)
+    assert isinstance(change, Change)
+    assert change.to_value == "16"
 
 
 def test_without_a_model_of_the_gpu_the_move_is_one_rung() -> None:
