@@ -51,6 +51,11 @@ PERCENTILES = (50, 90, 99)
 # At p99 that is one request's worst scheduling delay: a CI run measured TTFT p99 297 ms at the
 # client against 248 ms in the server's histogram (49 ms, 16%).
 CLIENT_LAG = (0.060, 0.15)  # seconds, share of the value; whichever is larger
+# The p99 of the ~15 requests of a run is its slowest one, and with it the client's single
+# worst delay of the run: another CI run measured TTFT p99 324 ms at the client against 249 ms
+# in the server's histogram (75 ms, 23%), the machine busy with the other tests.
+TAIL_LAG = (0.100, 0.30)
+TAIL = 99
 CLIENT_LEAD = (0.002, 0.05)
 
 
@@ -98,11 +103,12 @@ def promql_quantile(
     return instant_query(prometheus, f"histogram_quantile({q}, {buckets})")
 
 
-def bucket_span(value: float, buckets: Sequence[float]) -> tuple[float, float]:
+def bucket_span(value: float, buckets: Sequence[float], percentile: int) -> tuple[float, float]:
     """Where an interpolated quantile of the server's histogram may fall for a client-measured
-    ``value``: from the lower edge of the bucket holding ``value`` less the client's lag, to
-    the upper edge of the bucket holding ``value`` plus its lead."""
-    lag = max(CLIENT_LAG[0], CLIENT_LAG[1] * value)
+    ``value``: from the lower edge of the bucket holding ``value`` less the client's lag (at
+    the tail, one request's), to the upper edge of the bucket holding ``value`` plus its lead."""
+    late = TAIL_LAG if percentile >= TAIL else CLIENT_LAG
+    lag = max(late[0], late[1] * value)
     lead = max(CLIENT_LEAD[0], CLIENT_LEAD[1] * value)
     edges = (0.0, *buckets)
 
@@ -164,7 +170,7 @@ def test_bench_ttft_lies_in_the_bucket_of_prometheus_histogram_quantile(
         measured.start,
         measured.end,
     )
-    low, high = bucket_span(by_bench, TTFT_BUCKETS)
+    low, high = bucket_span(by_bench, TTFT_BUCKETS, percentile)
     assert low <= by_promql <= high, (by_bench, by_promql, (low, high))
 
 
@@ -180,7 +186,7 @@ def test_bench_itl_lies_in_the_bucket_of_prometheus_histogram_quantile(
         measured.start,
         measured.end,
     )
-    low, high = bucket_span(by_bench, ITL_BUCKETS)
+    low, high = bucket_span(by_bench, ITL_BUCKETS, percentile)
     assert low <= by_promql <= high, (by_bench, by_promql, (low, high))
 
 

@@ -251,7 +251,7 @@ async def test_the_operator_killed_mid_canary_resumes_without_a_second_canary(
         await run.sandbox.apply_latency_target()
         with CanaryWatch(run) as watch:
             status = await run.wait_for(lambda s: s.get("phase") == "Settling", within=180)
-            assert status.get("phase") == "Settling", status
+            assert status.get("phase") == "Settling", await run.explain()
             await asyncio.to_thread(run.operator.kill)
             await asyncio.sleep(2)
             await asyncio.to_thread(run.operator.start)
@@ -283,7 +283,7 @@ async def test_deleting_the_target_mid_canary_removes_the_canary_and_gives_the_r
         args = await run.container_args()
         await run.sandbox.apply_latency_target()
         status = await run.wait_for(lambda s: s.get("phase") == "Settling", within=180)
-        assert status.get("phase") == "Settling", status
+        assert status.get("phase") == "Settling", await run.explain()
         assert len(await canaries(run)) == 1
         await run.sandbox.delete(
             "tuning.latencytuner.io/v1alpha1", "LatencyTarget", run.name, run.sandbox.namespace
