@@ -340,18 +340,18 @@ def plan(
     # What a margin refinement after the move would have to be expected to gain (``refine``'s
     # bar, the sampling half read off this window): a farther rung expected to clear it is
     # the move itself, not a second rollout.
-    gain = None
+    margin = None
     if forecasts is not None and diagnosis.score is not None:
-        gain = _MarginBar(
+        margin = _MarginBar(
             max(min_improvement, chance_change(diagnosis.score, observation), error or 0.0),
             max(MODEL_TIE, error or 0.0),
         )
     if follow:
-        chosen = _farther(follow[0], forecasts, open_rung, destination, gain)
+        chosen = _farther(follow[0], forecasts, open_rung, destination, margin)
         return _complete(_change(chosen, config, cv, continuing=True), config, knobs)
     if not open_:
         return _exhausted(diagnosis, ranking.blocked, ruled_out, history)
-    chosen = _farther(open_[0], forecasts, open_rung, destination, gain)
+    chosen = _farther(open_[0], forecasts, open_rung, destination, margin)
     return _complete(_change(chosen, config, cv, continuing=False), config, knobs)
 
 
